@@ -1,0 +1,1 @@
+"""Records on disk: atomic writes, where records live, merging with what another writer left."""

@@ -1,0 +1,45 @@
+"""Atomic file replacement: a reader sees the old file or the new one, never a torn one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` (and parents) private to the user; existing folders keep their mode."""
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """Temp file in the same folder, fsync, ``os.replace``, fsync of the folder.
+
+    The temp name starts with a dot and ends in ``.tmp`` so that readers globbing ``*.json``
+    never pick it up; a crash leaves at most such a file behind, which the next write ignores.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)

@@ -1,0 +1,202 @@
+"""Where records live, finding a session's existing record, and writing only what changed.
+
+Records sit in ``<workspace>/.pi/pbot/history/`` (pbot's place) or in one central folder. A
+session's record is found by ``sessionId`` (its file name is the record id, which pbot chose
+at random), so the folder's ``sessionId -> file`` map is built once and refreshed when the
+folder changes. Before each write the record on disk is read back if anyone else touched it,
+and ``index_history`` reuses its summaries: a ready summary is never lost to a stale copy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pbot_watch.archive.atomic import ensure_dir, write_atomic
+from pbot_watch.history.jstext import dumps
+from pbot_watch.history.nodes import SessionHistory, index_history
+
+HISTORY_SUBDIR = Path(".pi") / "pbot" / "history"
+LEGACY_FIELDS = ("file",)
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+RECORD_CACHE_SIZE = 64
+
+
+class WorkspaceSkipped(Exception):
+    """A session's workspace cannot take records (missing, unwritable, excluded)."""
+
+
+def record_file_name(record_id: str) -> str:
+    return _SAFE_NAME.sub("_", record_id) + ".json"
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A record file's content, or ``None`` when it is not a record (torn by a crash of another tool, foreign)."""
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("sessionId"), str)
+        and isinstance(value.get("nodes"), list)
+    ):
+        return value
+    return None
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass
+class _Folder:
+    mtime_ns: int = -1
+    by_session: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass
+class ArchiveStore:
+    """All record folders this process writes, with the rules of where a record goes."""
+
+    central: Path | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    _folders: dict[Path, _Folder] = field(default_factory=dict)
+    _records: OrderedDict[Path, tuple[tuple[int, int, int] | None, dict[str, Any]]] = field(
+        default_factory=OrderedDict
+    )
+
+    # ---- where records go -------------------------------------------------------------
+    def folder_for(self, workspace: str | None) -> Path:
+        """The record folder of a session whose header names ``workspace``; raises ``WorkspaceSkipped``."""
+        if workspace is None:
+            raise WorkspaceSkipped("the session header has no cwd")
+        if self.include and not any(fnmatch.fnmatchcase(workspace, p) for p in self.include):
+            raise WorkspaceSkipped(f"workspace {workspace} is not included")
+        if any(fnmatch.fnmatchcase(workspace, p) for p in self.exclude):
+            raise WorkspaceSkipped(f"workspace {workspace} is excluded")
+        if self.central is not None:
+            return self.central
+        root = Path(workspace)
+        if not root.is_dir():
+            raise WorkspaceSkipped(f"workspace {workspace} no longer exists")
+        folder = root / HISTORY_SUBDIR
+        try:
+            ensure_dir(folder)
+        except OSError as error:
+            raise WorkspaceSkipped(f"workspace {workspace} is not writable: {error.strerror}") from error
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise WorkspaceSkipped(f"workspace {workspace} is not writable: {folder} is read-only")
+        return folder
+
+    # ---- finding records --------------------------------------------------------------
+    def _folder(self, folder: Path) -> _Folder:
+        state = self._folders.setdefault(folder, _Folder())
+        try:
+            mtime = folder.stat().st_mtime_ns
+        except OSError:
+            return state
+        if mtime != state.mtime_ns:
+            state.by_session = self._scan(folder)
+            state.mtime_ns = mtime
+        return state
+
+    @staticmethod
+    def _scan(folder: Path) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for path in sorted(folder.glob("*.json")):
+            try:
+                with path.open("rb") as handle:
+                    head = handle.read(4096)
+            except OSError:
+                continue
+            match = _SESSION_ID.search(head)
+            session_id = json.loads(b'"' + match.group(1) + b'"') if match else None
+            if session_id is None:
+                record = read_record(path)
+                session_id = record["sessionId"] if record else None
+            if isinstance(session_id, str):
+                found.setdefault(session_id, path)
+        return found
+
+    def find(self, folder: Path, session_id: str) -> Path | None:
+        return self._folder(folder).by_session.get(session_id)
+
+    def load(self, path: Path) -> dict[str, Any] | None:
+        """The record at ``path``, from memory when the file has not changed since we saw it."""
+        key = _stat_key(path)
+        cached = self._records.get(path)
+        if cached is not None and key is not None and cached[0] == key:
+            self._records.move_to_end(path)
+            return cached[1]
+        record = read_record(path)
+        if record is not None:
+            self._remember(path, key, record)
+        return record
+
+    def _remember(self, path: Path, key: tuple[int, int, int] | None, record: dict[str, Any]) -> None:
+        self._records[path] = (key, record)
+        self._records.move_to_end(path)
+        while len(self._records) > RECORD_CACHE_SIZE:
+            self._records.popitem(last=False)
+
+    # ---- writing ----------------------------------------------------------------------
+    def save(
+        self, history: SessionHistory, workspace: str | None
+    ) -> tuple[Literal["written", "unchanged"], Path]:
+        """Index ``history`` against the record on disk and write it if its content changed."""
+        folder = self.folder_for(workspace)
+        path = self.find(folder, history.session_id)
+        previous = self.load(path) if path is not None else None
+        record = index_history(history, previous)
+        if previous is not None:
+            extras = {k: v for k, v in previous.items() if k not in record and k not in LEGACY_FIELDS}
+            if extras:
+                nodes = record.pop("nodes")
+                record.update(extras)
+                record["nodes"] = nodes
+        if self.central is not None and workspace is not None:
+            nodes = record.pop("nodes")
+            record["workspace"] = workspace
+            record["nodes"] = nodes
+        if path is None:
+            path = folder / record_file_name(record["id"])
+            if path.exists() and read_record(path) is None:
+                # Something unreadable holds our name: keep it aside rather than overwrite it.
+                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
+        elif previous == record:
+            return "unchanged", path
+        self.write(path, record)
+        self._folder_wrote(folder, history.session_id, path)
+        return "written", path
+
+    def write(self, path: Path, record: dict[str, Any]) -> None:
+        ensure_dir(path.parent)
+        write_atomic(path, (dumps(record) + "\n").encode("utf-8"))
+        self._remember(path, _stat_key(path), record)
+
+    def _folder_wrote(self, folder: Path, session_id: str, path: Path) -> None:
+        state = self._folders.setdefault(folder, _Folder())
+        state.by_session[session_id] = path
+        try:
+            state.mtime_ns = folder.stat().st_mtime_ns
+        except OSError:
+            state.mtime_ns = -1
+
+    def forget_cached(self) -> None:
+        """Drop parsed records from memory (the service calls this when it trims its state)."""
+        self._records.clear()

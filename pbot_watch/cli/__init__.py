@@ -1,0 +1,26 @@
+"""The command line: thin click commands that call one package function each.
+
+Every command module registers itself on ``main``; importing this package must stay cheap
+(no litellm, no watchdog, no sqlite work), because ``status``, ``search`` and ``read`` are
+meant to answer in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pbot_watch import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="pbot-watch")
+def main() -> None:
+    """A long memory for the Pi coding agent: archive, summarize and search Pi sessions."""
+
+
+def _register() -> None:
+    # Imported here, not at the top, so each module can import ``main`` without a cycle.
+    from pbot_watch.cli import index_cmd  # noqa: F401, PLC0415
+
+
+_register()

@@ -1,0 +1,48 @@
+"""``pbot-watch index``: one pass over all session files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from pbot_watch.archive.files import ArchiveStore
+from pbot_watch.cli import main
+from pbot_watch.cli.errors import CommandError
+from pbot_watch.cli.options import archive_options
+from pbot_watch.indexer import IndexReport, MissingRoot, index_all
+from pbot_watch.sources import default_session_roots
+
+
+@main.command("index")
+@archive_options
+@click.option("--include", multiple=True, help="Only workspaces matching this glob (repeatable).")
+@click.option("--exclude", multiple=True, help="Skip workspaces matching this glob (repeatable).")
+def index_command(
+    sessions: tuple[Path, ...], archive: Path | None, include: tuple[str, ...], exclude: tuple[str, ...]
+) -> None:
+    """Index every Pi session once and write the history archive."""
+    roots = list(sessions) or default_session_roots()
+    store = ArchiveStore(central=archive, include=include, exclude=exclude)
+    try:
+        report = _run(roots, store)
+    except MissingRoot as error:
+        raise CommandError(f"{error}; pass --sessions DIR or set PI_CODING_AGENT_DIR") from error
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(report.line())
+
+
+def _run(roots: list[Path], store: ArchiveStore) -> IndexReport:
+    if not sys.stderr.isatty():
+        return index_all(roots, store)
+    from rich.progress import Progress  # noqa: PLC0415 - only on a terminal
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task("indexing", total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return index_all(roots, store, update)

@@ -1,0 +1,70 @@
+"""A session file's state as it grows, and its projection to ``SessionHistory`` (pbot's ``projectHistory``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pbot_watch.history.jstext import collapse_whitespace, utf16_slice
+from pbot_watch.history.nodes import SessionHistory
+from pbot_watch.history.tree import SessionTree
+from pbot_watch.pi.entries import SessionHeader, SessionReader
+
+NAME_FALLBACK_UNITS = 80
+
+
+def fallback_name(first_text: str) -> str:
+    """The first exchange's text, whitespace runs collapsed, cut at 80 UTF-16 units (may end in a space)."""
+    return utf16_slice(collapse_whitespace(first_text), 0, NAME_FALLBACK_UNITS)
+
+
+@dataclass
+class SessionFile:
+    """Everything known about one session file, fed with its bytes in any chunks.
+
+    This is the one pipeline: ``pbot-watch index`` feeds a whole file once, the watcher feeds
+    each append; both end with the same state and therefore the same record.
+    """
+
+    reader: SessionReader = field(default_factory=SessionReader)
+    tree: SessionTree = field(default_factory=SessionTree)
+    bytes_parsed: int = 0
+
+    def feed(self, chunk: bytes) -> int:
+        """Consume bytes; return how many entries were added."""
+        self.bytes_parsed += len(chunk)
+        entries = self.reader.feed(chunk)
+        for entry in entries:
+            self.tree.add(entry)
+        return len(entries)
+
+    @property
+    def header(self) -> SessionHeader | None:
+        return self.reader.header
+
+    @property
+    def is_session(self) -> bool:
+        return self.reader.header is not None and not self.reader.not_session
+
+    def history(self) -> SessionHistory | None:
+        """The session's branches of exchanges, or ``None`` when it has no exchange yet."""
+        header = self.reader.header
+        if header is None or self.reader.not_session:
+            return None
+        branches = self.tree.branches()
+        if not branches:
+            return None
+        name = self.tree.name or fallback_name(branches[0][0]["text"])
+        return SessionHistory(header.id, name, branches)
+
+
+def merge_histories(histories: list[SessionHistory]) -> SessionHistory:
+    """One session id written by several files (an ``/import`` or ``/export`` copy): one record.
+
+    Branches are concatenated in the given order (callers sort by path); identical branches
+    collapse into the same nodes because node ids come from entry ids.
+    """
+    first = histories[0]
+    if len(histories) == 1:
+        return first
+    branches = [branch for history in histories for branch in history.branches]
+    return SessionHistory(first.session_id, first.name, branches)

@@ -1,0 +1,98 @@
+"""The entry tree of one session file and its branches, kept up to date entry by entry.
+
+personal-bot takes every tip (an entry that is nobody's parent) and walks ``getBranch(tip)``:
+``parentId`` links through an id map where the last entry with an id wins, stopping at a
+missing or falsy parent. We do the same, with two differences that only matter where pbot
+breaks: a ``parentId`` cycle is cut (pbot loops until memory runs out) and reported, and
+each tip keeps its exchange state so an append resumes it instead of re-walking the branch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pbot_watch.history.exchanges import ExchangeBuilder, Step, step_of
+from pbot_watch.history.jstext import js_trim
+
+
+@dataclass
+class SessionTree:
+    steps: list[Step] = field(default_factory=list)
+    by_id: dict[str, Step] = field(default_factory=dict)
+    parent_count: Counter[str] = field(default_factory=Counter)
+    name: str | None = None
+    cycles: set[str] = field(default_factory=set)
+    # tip id -> exchange state of the branch ending there; tips without an entry are recomputed.
+    _tips: dict[str, ExchangeBuilder | None] = field(default_factory=dict)
+
+    def add(self, entry: dict[str, Any]) -> None:
+        step = step_of(entry)
+        self.steps.append(step)
+        if step.is_info:
+            # getSessionName(): the latest session_info in file order; an empty name clears it.
+            self.name = js_trim(step.name) if step.name is not None else None
+            self.name = self.name or None
+        entry_id, parent = step.id, step.parent
+        if parent is not None:
+            self.parent_count[parent] += 1
+        if entry_id is None:
+            return
+        if entry_id in self.by_id or self.parent_count[entry_id]:
+            # A duplicate id, or the missing parent of earlier entries arriving late: branches
+            # through this id change shape, so every cached branch is recomputed.
+            self.by_id[entry_id] = step
+            self._tips = {}
+            return
+        self.by_id[entry_id] = step
+        resumed = self._tips.pop(parent, None) if parent is not None else None
+        if resumed is not None and parent is not None and self.parent_count[parent] == 1:
+            resumed.add(step)
+            self._tips[entry_id] = resumed
+        else:
+            if resumed is not None and parent is not None:
+                self._tips[parent] = resumed
+            self._tips[entry_id] = None
+
+    def tips(self) -> list[str]:
+        """Tip ids in file order, each once (duplicate tips give identical branches)."""
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            if step.id is not None and not self.parent_count[step.id]:
+                seen.setdefault(step.id, None)
+        return list(seen)
+
+    def branch(self, tip: str) -> list[Step]:
+        """``getBranch(tip)``: root first; a cycle is cut at the first repeated id."""
+        path: list[Step] = []
+        seen: set[str] = set()
+        current = self.by_id.get(tip)
+        while current is not None:
+            if current.id in seen:
+                self.cycles.add(tip)
+                break
+            if current.id is not None:
+                seen.add(current.id)
+            path.append(current)
+            current = self.by_id.get(current.parent) if current.parent else None
+        path.reverse()
+        return path
+
+    def branches(self) -> list[list[dict[str, Any]]]:
+        """Exchanges of every branch, in tip order, empty branches dropped (as pbot does)."""
+        out: list[list[dict[str, Any]]] = []
+        tips = self.tips()
+        fresh: dict[str, ExchangeBuilder | None] = {}
+        for tip in tips:
+            builder = self._tips.get(tip)
+            if builder is None:
+                builder = ExchangeBuilder()
+                for step in self.branch(tip):
+                    builder.add(step)
+            fresh[tip] = builder
+            result = builder.result()
+            if result:
+                out.append(result)
+        self._tips = fresh
+        return out

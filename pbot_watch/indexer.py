@@ -1,0 +1,225 @@
+"""The one pipeline from a session file's new bytes to its record on disk.
+
+``pbot-watch index`` and ``pbot-watch run`` both call ``Indexer.sync(path)``: stat the file,
+ask the cursor what changed, feed only the new bytes to the file's ``SessionFile``, and save
+the session's record if its exchanges changed. A session id written by several files (an
+``/import`` copy) gets one record built from all of them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
+from pbot_watch.history.project import SessionFile, merge_histories
+from pbot_watch.pi.cursor import Cursor, fingerprint, plan
+
+READ_CHUNK = 1 << 20
+
+Outcome = Literal["written", "unchanged", "empty", "skipped", "not-session", "gone", "idle"]
+
+
+@dataclass
+class Tracked:
+    """A file the indexer has read: its parsing state and how far it got."""
+
+    state: SessionFile
+    cursor: Cursor | None = None
+    session_id: str | None = None
+    workspace: str | None = None
+
+
+@dataclass
+class SyncResult:
+    path: Path
+    outcome: Outcome
+    session_id: str | None = None
+    workspace: str | None = None
+    record: Path | None = None
+    bytes_read: int = 0
+    reread: bool = False
+    malformed: int = 0
+    changed: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def _read_range(fd: int, start: int, length: int) -> bytes:
+    return os.pread(fd, length, start) if length > 0 else b""
+
+
+@dataclass
+class Indexer:
+    store: ArchiveStore
+    files: dict[Path, Tracked] = field(default_factory=dict)
+    on_record: Callable[[Path, str], None] | None = None
+
+    def sync(self, path: Path) -> SyncResult:
+        """Bring ``path``'s record up to date with the file; never raises for bad input."""
+        result = self._read_only(path)
+        if result.changed and result.session_id is not None:
+            return self._save_session(result)
+        return result
+
+    def _read_only(self, path: Path) -> SyncResult:
+        """Read what is new in ``path`` into its state; ``changed`` says whether exchanges may differ."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            self.forget(path)
+            return SyncResult(path, "gone")
+        try:
+            st = os.fstat(fd)
+            tracked = self.files.get(path)
+            cursor = tracked.cursor if tracked else None
+            head_range, tail_range = Cursor.windows(cursor.offset if cursor else 0)
+            decision = plan(
+                cursor,
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                _read_range(fd, *head_range),
+                _read_range(fd, *tail_range),
+            )
+            if tracked is None or decision == "reread":
+                tracked = Tracked(SessionFile())
+                self.files[path] = tracked
+            if decision == "nothing" and tracked.cursor is not None:
+                return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
+            start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
+            bytes_read = 0
+            added = 0
+            while True:
+                chunk = os.pread(fd, READ_CHUNK, start + bytes_read)
+                if not chunk:
+                    break
+                bytes_read += len(chunk)
+                added += tracked.state.feed(chunk)
+            offset = tracked.state.reader.consumed
+            head_range, tail_range = Cursor.windows(offset)
+            tracked.cursor = Cursor(
+                st.st_dev,
+                st.st_ino,
+                offset,
+                fingerprint(_read_range(fd, *head_range)),
+                fingerprint(_read_range(fd, *tail_range)),
+            )
+        finally:
+            os.close(fd)
+        result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
+        state = tracked.state
+        result.malformed = state.reader.malformed
+        if not state.is_session:
+            result.outcome = "not-session" if state.reader.not_session or offset > 0 else "empty"
+            return result
+        assert state.header is not None
+        tracked.session_id = state.header.id
+        tracked.workspace = state.header.workspace
+        result.session_id, result.workspace = tracked.session_id, tracked.workspace
+        result.changed = added > 0 or decision == "reread" or cursor is None
+        return result
+
+    def _save_session(self, result: SyncResult) -> SyncResult:
+        session_id = result.session_id
+        assert session_id is not None
+        siblings = sorted(p for p, t in self.files.items() if t.session_id == session_id)
+        histories = [h for p in siblings if (h := self.files[p].state.history()) is not None]
+        for p in siblings:
+            if self.files[p].state.tree.cycles:
+                result.warnings.append(f"{p}: parentId cycle cut at {sorted(self.files[p].state.tree.cycles)}")
+        if not histories:
+            result.outcome = "empty"
+            return result
+        try:
+            outcome, record = self.store.save(merge_histories(histories), result.workspace)
+        except WorkspaceSkipped as skipped:
+            result.outcome = "skipped"
+            result.warnings.append(str(skipped))
+            return result
+        result.outcome, result.record = outcome, record
+        if self.on_record is not None and outcome == "written":
+            self.on_record(record, session_id)
+        return result
+
+    def forget(self, path: Path) -> None:
+        """A deleted file: drop its state; its record stays on disk."""
+        self.files.pop(path, None)
+
+
+@dataclass
+class IndexReport:
+    """What one pass did; the CLI prints it as one summary line."""
+
+    files: int = 0
+    sessions: int = 0
+    written: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    empty: int = 0
+    not_session: int = 0
+    malformed: int = 0
+    bytes_read: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"{self.sessions} sessions, {self.written} records written, {self.unchanged} unchanged, "
+            f"{self.skipped} skipped, {self.empty} without exchanges, {self.not_session} not sessions, "
+            f"{self.malformed} malformed lines ({self.files} files, {self.bytes_read / 1e6:.1f} MB)"
+        )
+
+
+class MissingRoot(Exception):
+    """A configured session root does not exist."""
+
+
+def index_all(
+    roots: list[Path],
+    store: ArchiveStore,
+    progress: Callable[[int, int], None] | None = None,
+) -> IndexReport:
+    """One pass over every session file below ``roots``; a second pass writes nothing."""
+    from pbot_watch.sources import iter_session_files  # noqa: PLC0415 - keeps indexer pure of discovery
+
+    for root in roots:
+        if not root.is_dir():
+            raise MissingRoot(f"session root {root} does not exist")
+    paths = [p for root in roots for p in iter_session_files(root)]
+    report = IndexReport(files=len(paths))
+    indexer = Indexer(store)
+    # Read everything first: a session id spread over several files makes one record.
+    by_session: dict[str, list[Path]] = {}
+    for done, path in enumerate(paths, 1):
+        result = indexer._read_only(path)  # noqa: SLF001 - same pipeline, save deferred
+        report.bytes_read += result.bytes_read
+        report.malformed += result.malformed
+        if result.outcome == "not-session":
+            report.not_session += 1
+        elif result.session_id is not None:
+            by_session.setdefault(result.session_id, []).append(path)
+        if progress is not None:
+            progress(done, len(paths) * 2)
+    report.sessions = len(by_session)
+    for done, (session_id, files) in enumerate(sorted(by_session.items()), 1):
+        tracked = indexer.files[files[0]]
+        result = indexer._save_session(  # noqa: SLF001
+            SyncResult(files[0], "idle", session_id, tracked.workspace)
+        )
+        report.warnings.extend(result.warnings)
+        if result.outcome == "written":
+            report.written += 1
+        elif result.outcome == "unchanged":
+            report.unchanged += 1
+        elif result.outcome == "skipped":
+            report.skipped += 1
+        else:
+            report.empty += 1
+        # The whole file's state is no longer needed once its record is on disk.
+        for path in files:
+            indexer.forget(path)
+        if progress is not None:
+            progress(len(paths) + done * len(paths) // max(1, len(by_session)), len(paths) * 2)
+    return report

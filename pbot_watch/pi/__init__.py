@@ -1,0 +1,1 @@
+"""Pi session files in, entries out. Pure: nothing here opens a file."""

@@ -1,0 +1,204 @@
+"""pydantic models of what Pi writes, and the reader that turns lines into entries.
+
+The models document the format and validate the header; they allow extra fields everywhere,
+because Pi adds entry types and fields in minor releases and we must never reject a session
+for that. The hot path works on the decoded dicts (the indexer touches a handful of keys per
+entry), so one bad field in one entry cannot lose the rest of the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pbot_watch.pi.lines import LineSplitter
+
+CURRENT_SESSION_VERSION = 3
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SessionHeader(_Open):
+    """The first line of every session file (``type: "session"``)."""
+
+    type: Literal["session"]
+    id: str
+    version: Any = None
+    timestamp: Any = None
+    cwd: Any = None
+    parentSession: Any = None  # noqa: N815 - Pi's field name
+
+    @property
+    def workspace(self) -> str | None:
+        """The session's working directory, where its records live by default."""
+        return self.cwd if isinstance(self.cwd, str) and self.cwd else None
+
+    @property
+    def effective_version(self) -> float:
+        """``header.version ?? 1`` as Pi reads it; a non-numeric version is left unmigrated."""
+        if self.version is None:
+            return 1
+        if isinstance(self.version, bool):
+            return CURRENT_SESSION_VERSION
+        if isinstance(self.version, (int, float)):
+            return self.version
+        try:
+            return float(self.version)
+        except (TypeError, ValueError):
+            return CURRENT_SESSION_VERSION
+
+
+class ContentBlock(_Open):
+    """One block of message content: ``text``, ``image``, ``thinking``, ``toolCall`` or newer kinds."""
+
+    type: Any = None
+    text: Any = None
+
+
+class Message(_Open):
+    """An agent message; ``role`` is ``user``, ``assistant``, ``toolResult``, ``bashExecution``, ``custom``..."""
+
+    role: Any = None
+    content: Any = None
+    stopReason: Any = None  # noqa: N815 - Pi's field name
+    timestamp: Any = None
+
+
+class Entry(_Open):
+    """Any entry after the header. ``id``/``parentId`` may be missing (v1 files, v1 forks)."""
+
+    type: Any = None
+    id: Any = None
+    parentId: Any = None  # noqa: N815 - Pi's field name
+    timestamp: Any = None
+
+
+class MessageEntry(Entry):
+    type: Literal["message"]
+    message: Message
+
+
+class SessionInfoEntry(Entry):
+    type: Literal["session_info"]
+    name: Any = None
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON.parse rejects NaN and Infinity; so must we, or a line Pi skips would count here.
+    raise ValueError(name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def decode_line(line: bytes) -> Any:
+    """Parse one line the way ``JSON.parse`` would; raise ``ValueError`` when Pi would skip it."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        # Node decodes with U+FFFD replacement before JSON.parse sees the text.
+        text = line.decode("utf-8", "replace")
+    return _DECODER.decode(text)
+
+
+def v1_entry_id(session_id: str, ordinal: int) -> str:
+    """A stable 8-hex id for the ``ordinal``-th entry of a v1 file.
+
+    Pi gives v1 entries random ids when it migrates, and only once it rewrites the file; until
+    then every reading must give the same ids, or node ids would change on each pass.
+    """
+    return hashlib.blake2b(f"{session_id}\0{ordinal}".encode(), digest_size=4).hexdigest()
+
+
+class SessionReader:
+    """Bytes of one session file in, migrated entry dicts out; incremental by construction.
+
+    Feeding the file in any chunks gives the same entries as feeding it whole: only complete
+    lines are decoded, and all state (migration chain, counters) advances per line.
+    Entries come out with ``id``/``parentId`` normalised to a non-empty string or ``None``,
+    which is exactly how Pi's ``getBranch`` treats falsy values.
+    """
+
+    def __init__(self) -> None:
+        self.lines = LineSplitter()
+        self.header: SessionHeader | None = None
+        self.not_session = False
+        self.malformed = 0
+        self.blank = 0
+        self.extra_headers = 0
+        self._ordinal = 0
+        self._v1 = False
+        self._v2 = False
+        self._previous_id: str | None = None
+
+    @property
+    def consumed(self) -> int:
+        """Offset just past the last complete line read."""
+        return self.lines.consumed
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for line in self.lines.feed(chunk):
+            entry = self._line(line)
+            if entry is not None:
+                out.append(entry)
+        return out
+
+    def _line(self, line: bytes) -> dict[str, Any] | None:
+        if not line.strip():
+            self.blank += 1
+            return None
+        try:
+            value = decode_line(line)
+        except ValueError:
+            self.malformed += 1
+            return None
+        if self.not_session:
+            return None
+        if self.header is None:
+            return self._first(value)
+        if not isinstance(value, dict):
+            self.malformed += 1
+            return None
+        if value.get("type") == "session":
+            # getEntries() drops every header line; a second one (concatenated files) adds nothing.
+            self.extra_headers += 1
+            return None
+        return self._migrate(value)
+
+    def _first(self, value: Any) -> None:
+        # Pi's rule: the first parsed entry must be {type: "session", id: string}.
+        try:
+            if not isinstance(value, dict):
+                raise ValueError
+            self.header = SessionHeader.model_validate(value)
+        except (ValidationError, ValueError):
+            self.not_session = True
+            return None
+        version = self.header.effective_version
+        self._v1 = version < 2
+        self._v2 = version < CURRENT_SESSION_VERSION
+        return None
+
+    def _migrate(self, entry: dict[str, Any]) -> dict[str, Any]:
+        if self._v1:
+            assert self.header is not None
+            entry["id"] = v1_entry_id(self.header.id, self._ordinal)
+            entry["parentId"] = self._previous_id
+            self._previous_id = entry["id"]
+        else:
+            entry_id = entry.get("id")
+            parent = entry.get("parentId")
+            entry["id"] = entry_id if isinstance(entry_id, str) and entry_id else None
+            entry["parentId"] = parent if isinstance(parent, str) and parent else None
+        if self._v2 and entry.get("type") == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "hookMessage":
+                message["role"] = "custom"
+        self._ordinal += 1
+        return entry
