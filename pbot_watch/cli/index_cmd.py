@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
-from pbot_watch.indexer import IndexReport, MissingRoot, index_all
 from pbot_watch.sources import default_session_roots
+
+if TYPE_CHECKING:
+    from pbot_watch.archive.files import ArchiveStore
+    from pbot_watch.indexer import IndexReport
 
 
 @main.command("index")
@@ -23,6 +26,10 @@ def index_command(
     sessions: tuple[Path, ...], archive: Path | None, include: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
     """Index every Pi session once and write the history archive."""
+    # Imported here: the click group loads every command module, and `status` must stay light.
+    from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415
+    from pbot_watch.indexer import MissingRoot  # noqa: PLC0415
+
     roots = list(sessions) or default_session_roots()
     store = ArchiveStore(central=archive, include=include, exclude=exclude)
     try:
@@ -35,6 +42,8 @@ def index_command(
 
 
 def _run(roots: list[Path], store: ArchiveStore) -> IndexReport:
+    from pbot_watch.indexer import index_all  # noqa: PLC0415
+
     if not sys.stderr.isatty():
         return index_all(roots, store)
     from rich.progress import Progress  # noqa: PLC0415 - only on a terminal

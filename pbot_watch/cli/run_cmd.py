@@ -1,0 +1,66 @@
+"""``pbot-watch run``: the live watcher, in the foreground (a service manager runs it the same way)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pbot_watch.cli import main
+from pbot_watch.cli.errors import EXIT_FAILURE, CommandError
+from pbot_watch.cli.options import archive_options
+
+
+@main.command("run")
+@archive_options
+@click.option("--include", multiple=True, help="Only workspaces matching this glob (repeatable).")
+@click.option("--exclude", multiple=True, help="Skip workspaces matching this glob (repeatable).")
+@click.option("--poll/--no-poll", default=None, help="Poll the folders instead of using inotify/FSEvents.")
+@click.option("--poll-seconds", type=float, default=None, help="Polling interval when polling.")
+@click.option("--debounce-seconds", type=float, default=None, help="Quiet time per file before it is re-read.")
+@click.option("--reconcile-seconds", type=float, default=None, help="Period of the full rescan.")
+@click.option("--idle-seconds", type=float, default=None, help="No append for this long means idle: summaries run.")
+@click.option("--max-sessions-in-memory", type=int, default=None, help="Parsed session files kept in memory.")
+@click.option(
+    "--state-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="Service state, status and lock. Default: $XDG_STATE_HOME/pbot-watch.",
+)
+@click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default=None, help="Log format.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Log level.")
+def run_command(**flags: Any) -> None:
+    """Watch Pi's session folders and keep the history archive up to date, until stopped.
+
+    Stops cleanly on SIGTERM or Ctrl-C (a second Ctrl-C forces it). Only one instance runs per
+    user: a second one exits with code 1, naming the first one's pid.
+    """
+    from pbot_watch import config  # noqa: PLC0415 - keep `pbot-watch status` free of the service
+
+    try:
+        settings = config.load_settings(flags)
+        apply_env_file = getattr(config, "apply_env_file", None)
+        if apply_env_file is not None:
+            apply_env_file(settings)
+    except config.SettingsError as error:
+        raise CommandError(str(error)) from error
+    _configure_logging(settings)
+
+    from pbot_watch.service.extensions import build_extensions  # noqa: PLC0415
+    from pbot_watch.service.hooks import ServiceContext  # noqa: PLC0415
+    from pbot_watch.service.lock import AlreadyRunning  # noqa: PLC0415
+    from pbot_watch.service.run import Server, StartupError  # noqa: PLC0415
+
+    context = ServiceContext(settings)
+    server = Server(settings, build_extensions(context), context)
+    try:
+        server.run()
+    except (AlreadyRunning, StartupError) as error:
+        raise CommandError(str(error), EXIT_FAILURE) from error
+
+
+def _configure_logging(settings: Any) -> None:
+    try:
+        from pbot_watch.log import configure_logging  # noqa: PLC0415
+    except ImportError:  # logging setup not installed: structlog's defaults
+        return
+    configure_logging(settings)

@@ -1,0 +1,15 @@
+"""The live watcher service (``pbot-watch run``) and what ``pbot-watch status`` reads.
+
+Modules, in the order data flows through them:
+
+* ``watch``: watchdog observers on the session roots; events become "look at this path" items.
+* ``snapshot``: reconcile scans and a pure diff of two scans (events can be lost).
+* ``tail``: the ``Indexer`` with persisted cursors (``state``) and a bounded memory.
+* ``idle``: the idle clock that runs and cancels the idle worker (summaries).
+* ``run``: ``Server``: startup, the main loop, shutdown, signals.
+* ``lock``, ``status``: one instance per user, and the status file.
+* ``hooks``, ``extensions``: the seams other parts plug into (record listeners, idle worker,
+  status providers).
+
+Importing this package imports nothing else: ``status`` must stay light.
+"""

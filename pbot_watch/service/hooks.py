@@ -1,0 +1,73 @@
+"""The seams other parts of pbot-watch plug into the service. Light: no watchdog, no indexer.
+
+Three kinds of extension, all wired in ``pbot_watch.service.extensions.build_extensions``:
+
+``RecordListener``
+    Called on the service's consumer thread right after a record file was (re)written, with
+    the record's path and session id. The search index updates itself here. It should be quick
+    (it delays the next append's indexing); an exception is logged and shown in status, and the
+    record stays written (listeners must be able to catch up from the archive, e.g. a rebuild).
+
+``IdleWorker``
+    Run on its own thread once the person has been idle (no append to any watched session) for
+    ``settings.idle_seconds``. The service sets ``cancel`` the moment a new append is seen and
+    at shutdown; the worker must check it between steps (and pass it to anything slow, such as
+    a model call) and return promptly. It runs again only after the next idle period begins.
+    While it touches record files it holds ``ServiceContext.records_lock``, which the service
+    also holds while it writes records, so neither overwrites the other's fresh copy.
+
+``StatusProvider``
+    A callable returning a JSON-able dict, called each time status is written (every few
+    seconds, on the consumer thread): it must be cheap and must not block. The provider named
+    ``"summaries"`` fills ``Status.summaries`` (pending, failed, model, today's usage); any other
+    name appears under ``Status.extensions[name]``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+RecordListener = Callable[[Path, str], None]
+"""``listener(record_path, session_id)`` after a record was written."""
+
+StatusProvider = Callable[[], dict[str, Any]]
+"""Returns a small JSON-able dict embedded in the status file."""
+
+SUMMARIES = "summaries"
+
+
+@runtime_checkable
+class IdleWorker(Protocol):
+    """Work done while the person is idle (summaries); must honour ``cancel`` promptly."""
+
+    name: str
+
+    def run(self, cancel: threading.Event) -> None: ...
+
+
+class NoIdleWork:
+    """The default before summaries exist: idle periods pass with nothing to do."""
+
+    name = "none"
+
+    def run(self, cancel: threading.Event) -> None:  # noqa: ARG002 - the Protocol's signature
+        return
+
+
+@dataclass
+class ServiceContext:
+    """What extensions get from the service when they are built."""
+
+    settings: Any  # pbot_watch.config.Settings; Any keeps this module free of imports
+    records_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Extensions:
+    listeners: list[RecordListener] = field(default_factory=list)
+    idle_worker: IdleWorker = field(default_factory=NoIdleWork)
+    status_providers: dict[str, StatusProvider] = field(default_factory=dict)

@@ -1,0 +1,137 @@
+"""The status file: what the running service is doing, for ``pbot-watch status`` and people.
+
+The service replaces ``state_dir/status.json`` atomically every few seconds and whenever
+something visible changes; ``status`` only reads it. This module must stay light (pydantic and
+the standard library): ``pbot-watch status`` imports it and must answer in a fraction of a
+second, without watchdog, the indexer or litellm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pbot_watch.archive.atomic import write_atomic
+from pbot_watch.service.lock import is_held
+
+STATUS_FILE = "status.json"
+# The service rewrites the file at least this often; ``status`` calls it stale after
+# STALE_BEATS missed beats (a frozen or suspended process, or one killed with -9).
+HEARTBEAT_SECONDS = 2.0
+STALE_BEATS = 3
+MAX_ERRORS = 20
+MAX_WARNINGS = 50
+
+Observer = Literal["inotify", "fsevents", "kqueue", "polling", "none"]
+
+
+class ObserverInfo(BaseModel):
+    kind: str = "none"
+    reason: str | None = Field(None, description="why the service polls instead of using inotify")
+
+
+class RootInfo(BaseModel):
+    path: str
+    exists: bool
+    watched: bool = Field(description="false while the folder does not exist yet (its nearest parent is watched)")
+
+
+class ErrorInfo(BaseModel):
+    time: str
+    message: str
+
+
+class Status(BaseModel):
+    """The status file's format (``state_dir/status.json``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    running: bool
+    pid: int
+    version: str
+    started: str
+    uptime_seconds: float
+    heartbeat: str
+    heartbeat_epoch: float
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
+    observer: ObserverInfo = Field(default_factory=ObserverInfo)
+    roots: list[RootInfo] = Field(default_factory=list)
+    archive: str | None = Field(None, description="central archive folder, or none for per-workspace records")
+    files_tracked: int = 0
+    files_in_memory: int = 0
+    sessions_tracked: int = 0
+    workspaces_written: list[str] = Field(default_factory=list)
+    records_written: int = 0
+    records_unchanged: int = 0
+    bytes_parsed_total: int = 0
+    bytes_parsed_last_append: int = 0
+    last_append: str | None = None
+    last_append_path: str | None = None
+    last_reconcile: str | None = None
+    activity: Literal["starting", "busy", "idle", "stopping", "stopped"] = "starting"
+    pending_files: int = 0
+    idle_worker: dict[str, Any] = Field(default_factory=dict)
+    summaries: dict[str, Any] = Field(
+        default_factory=dict, description="from the summary engine: pending, failed, model, usage today"
+    )
+    extensions: dict[str, dict[str, Any]] = Field(default_factory=dict, description="other status providers")
+    errors: list[ErrorInfo] = Field(default_factory=list, description=f"the last {MAX_ERRORS} errors")
+    warnings: list[str] = Field(default_factory=list, description="skipped workspaces, parentId cycles")
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def status_path(state_dir: Path) -> Path:
+    return state_dir / STATUS_FILE
+
+
+def write_status(state_dir: Path, status: Status) -> None:
+    data = json.dumps(status.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n"
+    write_atomic(status_path(state_dir), data.encode("utf-8"))
+
+
+def read_status(state_dir: Path) -> Status | None:
+    try:
+        return Status.model_validate_json(status_path(state_dir).read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+State = Literal["running", "stale", "not running"]
+
+
+def assess(state_dir: Path, status: Status | None, now: float | None = None) -> tuple[State, str]:
+    """Whether the service runs, judged from its status file, its pid and its lock."""
+    now = time.time() if now is None else now
+    if status is None:
+        if is_held(state_dir):
+            return "stale", "the service holds its lock but has written no status yet"
+        return "not running", "no status file (the service has not run yet)"
+    if not status.running:
+        return "not running", f"stopped at {status.heartbeat}"
+    if not pid_alive(status.pid):
+        return "not running", f"pid {status.pid} is gone (killed at about {status.heartbeat})"
+    age = now - status.heartbeat_epoch
+    if age > STALE_BEATS * status.heartbeat_seconds:
+        return "stale", f"last heartbeat {age:.0f}s ago (pid {status.pid} is alive but not responding)"
+    if not is_held(state_dir):
+        return "stale", f"pid {status.pid} no longer holds the service lock"
+    return "running", f"pid {status.pid}"

@@ -1,0 +1,316 @@
+"""The tailer: the service's side of ``Indexer``, with persisted cursors and bounded memory.
+
+``Indexer`` keeps a parsed ``SessionFile`` per file and advances an in-memory cursor. The
+service adds three things around it:
+
+* **persistence**: after a batch, the cursors of files whose records are on disk are saved to
+  ``StateStore``; a failed record write keeps the old cursor and drops the file from memory,
+  so the next attempt re-reads it from 0 and nothing is lost;
+* **no work for what did not change**: a file not in memory is compared with its saved cursor
+  (stat and two fingerprints) before anything is parsed; at start most files stop there;
+* **bounded memory**: at most ``max_sessions_in_memory`` parsed files (and ``MEMORY_BUDGET_BYTES``
+  of their bytes) stay in the indexer, least recently appended first out. An evicted file that
+  grows again is re-read from 0; ``bytes_parsed`` in status makes that visible.
+
+A session id spread over several files (an ``/import`` copy) gets one record built from all of
+them, so before saving such a session every file of it is brought into memory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from pbot_watch.archive.files import ArchiveStore
+from pbot_watch.indexer import Indexer, SyncResult
+from pbot_watch.pi.cursor import Cursor, plan
+from pbot_watch.service.hooks import RecordListener
+from pbot_watch.service.state import FileState, StateStore
+
+# Parsed state is about 0.4x the file's bytes; this keeps the sessions in memory near 40 MB
+# however large they are, which with the interpreter and watchdog stays well under 200 MB RSS.
+MEMORY_BUDGET_BYTES = 96 << 20
+# An unfinished last line (Pi died mid-write) is at most this long before we just re-read.
+PARTIAL_PEEK_BYTES = 1 << 20
+
+log = structlog.get_logger("pbot_watch.service")
+
+
+@dataclass
+class Counters:
+    """What status shows about indexing; updated by the tailer only."""
+
+    records_written: int = 0
+    records_unchanged: int = 0
+    bytes_parsed_total: int = 0
+    bytes_parsed_last_append: int = 0
+    last_append: float | None = None
+    last_append_path: Path | None = None
+    workspaces_written: set[str] = field(default_factory=set)
+
+
+@dataclass
+class BatchReport:
+    """One batch: which paths appended (for the idle clock) and which failed (to retry)."""
+
+    appended: list[Path] = field(default_factory=list)
+    failed: dict[Path, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    changed_state: bool = False
+
+
+def _read_window(fd: int, window: tuple[int, int]) -> bytes:
+    start, length = window
+    return os.pread(fd, length, start) if length > 0 else b""
+
+
+def cursor_plan(path: Path, cursor: Cursor) -> str:
+    """``plan()`` for a file that is not in memory: "nothing", "append", "reread" or "gone".
+
+    An "append" that is only the unfinished last line we already saw is "nothing": its bytes
+    become parseable when their newline arrives, and that write brings another event.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return "gone"
+    try:
+        st = os.fstat(fd)
+        head, tail = Cursor.windows(cursor.offset)
+        decision = plan(cursor, st.st_dev, st.st_ino, st.st_size, _read_window(fd, head), _read_window(fd, tail))
+        if decision == "append" and st.st_size - cursor.offset <= PARTIAL_PEEK_BYTES:
+            rest = os.pread(fd, st.st_size - cursor.offset, cursor.offset)
+            if b"\n" not in rest:
+                return "nothing"
+        return decision
+    finally:
+        os.close(fd)
+
+
+class Tailer:
+    """Runs on the service's consumer thread only; nothing here is thread-safe by design."""
+
+    def __init__(
+        self,
+        store: ArchiveStore,
+        state: StateStore,
+        max_in_memory: int,
+        listeners: Iterable[RecordListener] = (),
+        on_error: Callable[[str], None] | None = None,
+        memory_budget: int = MEMORY_BUDGET_BYTES,
+    ) -> None:
+        self.store = store
+        self.state = state
+        self.max_in_memory = max_in_memory
+        self.memory_budget = memory_budget
+        self.listeners = list(listeners)
+        self.on_error = on_error
+        self.indexer = Indexer(store, on_record=self._record_written)
+        self.known: dict[Path, FileState] = {p.path: p for p in state.files()}
+        self._by_session: dict[str, set[Path]] = {}
+        for known in self.known.values():
+            if known.session_id is not None:
+                self._by_session.setdefault(known.session_id, set()).add(known.path)
+        self._recent: OrderedDict[Path, None] = OrderedDict()
+        self.counters = Counters()
+
+    # ---- what status shows -----------------------------------------------------------
+    @property
+    def sessions(self) -> int:
+        return len(self._by_session)
+
+    @property
+    def in_memory(self) -> int:
+        return len(self.indexer.files)
+
+    # ---- deciding what to read ---------------------------------------------------------
+    def needs_read(self, path: Path) -> bool:
+        """Whether ``path`` may hold bytes the archive does not reflect yet."""
+        if path in self.indexer.files:
+            return True
+        known = self.known.get(path)
+        if known is None:
+            return path.is_file()
+        decision = cursor_plan(path, known.cursor)
+        if decision == "gone":
+            return True
+        return decision != "nothing"
+
+    def startup_paths(self, present: Iterable[Path], excluded: Callable[[str], bool]) -> list[Path]:
+        """Files to read at start: new, changed, or whose record could not be written last time."""
+        present = set(present)
+        gone = [p for p in self.known if p not in present]
+        self._forget(gone)
+        out = []
+        for path in sorted(present):
+            known = self.known.get(path)
+            if known is not None and known.skipped and known.workspace and not excluded(known.workspace):
+                out.append(path)
+            elif self.needs_read(path):
+                out.append(path)
+        return out
+
+    # ---- reading ----------------------------------------------------------------------
+    def sync(self, paths: Iterable[Path], *, catching_up: Collection[Path] = ()) -> BatchReport:
+        """Bring the records of ``paths`` up to date and persist their cursors.
+
+        Paths in ``catching_up`` (read by the start scan) are not appends the person just made:
+        they do not count as activity or as the last append.
+        """
+        report = BatchReport()
+        results: dict[Path, SyncResult] = {}
+        to_save: dict[str, SyncResult] = {}
+        for path in paths:
+            if not self.needs_read(path):
+                continue
+            result = self._read(path, report)
+            if result is None:
+                continue
+            results[path] = result
+            if result.bytes_read > 0 and path not in catching_up:
+                # A re-read (rewrite in place, or an evicted file growing) shows its full cost here.
+                report.appended.append(path)
+                self.counters.bytes_parsed_last_append = result.bytes_read
+                self.counters.last_append = time.time()
+                self.counters.last_append_path = path
+            if result.changed and result.session_id is not None:
+                to_save[result.session_id] = result
+        done: list[Path] = [p for p, r in results.items() if r.outcome != "gone"]
+        skipped: set[Path] = set()
+        for session_id, result in to_save.items():
+            siblings = self._load_siblings(session_id, report)
+            try:
+                saved = self.indexer._save_session(result)  # noqa: SLF001 - same pipeline as index_all
+            except OSError as error:
+                # Keep the old cursors and forget the parsed state: the retry re-reads from 0.
+                message = f"cannot write the record of session {session_id}: {error}"
+                for path in [result.path, *siblings]:
+                    report.failed[path] = message
+                    self.indexer.forget(path)
+                    self._recent.pop(path, None)
+                if self.on_error:
+                    self.on_error(message)
+                continue
+            report.warnings.extend(saved.warnings)
+            if saved.outcome == "written":
+                self.counters.records_written += 1
+                if result.workspace:
+                    self.counters.workspaces_written.add(result.workspace)
+            elif saved.outcome == "unchanged":
+                self.counters.records_unchanged += 1
+            elif saved.outcome == "skipped":
+                skipped.update(p for p, t in self.indexer.files.items() if t.session_id == session_id)
+            done.extend(siblings)
+        self._persist([p for p in dict.fromkeys(done) if p not in report.failed], skipped)
+        report.changed_state = bool(results)
+        self._trim()
+        return report
+
+    def _read(self, path: Path, report: BatchReport) -> SyncResult | None:
+        try:
+            result = self.indexer._read_only(path)  # noqa: SLF001 - saving is batched per session below
+        except OSError as error:
+            report.failed[path] = f"cannot read {path}: {error}"
+            self.indexer.forget(path)
+            return None
+        self.counters.bytes_parsed_total += result.bytes_read
+        if result.outcome == "gone":
+            self._forget([path])
+            return result
+        if result.malformed:
+            log.debug("malformed lines", path=str(path), count=result.malformed)
+        self._recent[path] = None
+        self._recent.move_to_end(path)
+        return result
+
+    def _load_siblings(self, session_id: str, report: BatchReport) -> list[Path]:
+        """Every other file of ``session_id`` into memory, so its record is built from all of them."""
+        loaded = []
+        for path in sorted(self._by_session.get(session_id, ())):
+            if path in self.indexer.files:
+                loaded.append(path)
+                continue
+            result = self._read(path, report)
+            if result is not None and result.outcome != "gone":
+                loaded.append(path)
+        return loaded
+
+    def _record_written(self, record: Path, session_id: str) -> None:
+        for listener in self.listeners:
+            try:
+                listener(record, session_id)
+            except Exception as error:  # noqa: BLE001 - a listener's bug must not stop indexing
+                log.exception("record listener failed", listener=repr(listener), record=str(record))
+                if self.on_error:
+                    self.on_error(f"record listener {listener!r} failed on {record}: {error!r}")
+
+    # ---- persistence and memory -----------------------------------------------------------
+    def _persist(self, paths: list[Path], skipped: set[Path]) -> None:
+        states = []
+        for path in paths:
+            tracked = self.indexer.files.get(path)
+            if tracked is None or tracked.cursor is None:
+                continue
+            state = FileState(path, tracked.cursor, tracked.session_id, tracked.workspace, path in skipped)
+            if self.known.get(path) == state:
+                continue
+            states.append(state)
+        self.state.save(states)
+        for state in states:
+            old = self.known.get(state.path)
+            if old is not None and old.session_id is not None and old.session_id != state.session_id:
+                self._by_session.get(old.session_id, set()).discard(state.path)
+                if not self._by_session.get(old.session_id):
+                    self._by_session.pop(old.session_id, None)
+            self.known[state.path] = state
+            if state.session_id is not None:
+                self._by_session.setdefault(state.session_id, set()).add(state.path)
+
+    def forget_under(self, folder: Path) -> list[Path]:
+        """A deleted folder: forget every file known below it."""
+        gone = [p for p in self.known if p.is_relative_to(folder) and not p.exists()]
+        self._forget(gone)
+        return gone
+
+    def _forget(self, paths: list[Path]) -> None:
+        if not paths:
+            return
+        self.state.forget(paths)
+        for path in paths:
+            self.indexer.forget(path)
+            self._recent.pop(path, None)
+            known = self.known.pop(path, None)
+            if known is not None and known.session_id is not None:
+                files = self._by_session.get(known.session_id)
+                if files is not None:
+                    files.discard(path)
+                    if not files:
+                        del self._by_session[known.session_id]
+
+    def _trim(self) -> None:
+        """Drop the least recently read files from memory beyond the count and byte budgets."""
+
+        def over() -> bool:
+            if len(self.indexer.files) > self.max_in_memory:
+                return True
+            total = sum(t.state.reader.consumed for t in self.indexer.files.values())
+            return total > self.memory_budget and len(self.indexer.files) > 1
+
+        evicted = False
+        while over() and self._recent:
+            path, _ = self._recent.popitem(last=False)
+            self.indexer.forget(path)
+            evicted = True
+        for path in [p for p in self.indexer.files if p not in self._recent]:
+            if len(self.indexer.files) <= self.max_in_memory:
+                break
+            self.indexer.forget(path)
+            evicted = True
+        if evicted:
+            self.store.forget_cached()

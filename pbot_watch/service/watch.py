@@ -1,0 +1,192 @@
+"""File-system watching: watchdog observers on every session root, with a visible polling fallback.
+
+Roles are kept apart as in watchdog itself: the observer's thread only turns events into
+"look at this path again" items on a queue (``Change``); the service's consumer debounces
+them and does the reading. Nothing slow ever runs on the observer's thread.
+
+Roots that do not exist yet are re-checked on every tick and watched as soon as they appear
+(then scanned, since files may have been created before the watch). inotify can fail to start
+or run out of watches (``ENOSPC``) or instances (``EMFILE``); then the service switches to
+watchdog's ``PollingObserver`` for all roots and says why in status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import queue
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from watchdog.events import (
+    EVENT_TYPE_CLOSED,
+    EVENT_TYPE_CREATED,
+    EVENT_TYPE_DELETED,
+    EVENT_TYPE_MODIFIED,
+    EVENT_TYPE_MOVED,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver, ObservedWatch
+from watchdog.observers.polling import PollingObserver
+
+from pbot_watch.service.status import ObserverInfo, RootInfo
+
+log = structlog.get_logger("pbot_watch.service")
+
+SUFFIX = ".jsonl"
+# Opened/closed-without-write events are our own reads; attribute changes carry no content.
+_CONTENT_EVENTS = {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_DELETED, EVENT_TYPE_MOVED, EVENT_TYPE_CLOSED}
+_LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
+
+ChangeKind = Literal["file", "folder", "folder-gone"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One item on the queue: look at ``path`` again."""
+
+    kind: ChangeKind
+    path: Path
+
+
+def _fspath(value: bytes | str) -> str:
+    return os.fsdecode(value)
+
+
+class EnqueueHandler(FileSystemEventHandler):
+    """Runs on the observer thread: filter and enqueue, nothing else."""
+
+    def __init__(self, changes: queue.SimpleQueue[Change]) -> None:
+        self.changes = changes
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        if event.event_type not in _CONTENT_EVENTS:
+            return
+        paths = [_fspath(event.src_path)]
+        if event.event_type == EVENT_TYPE_MOVED and event.dest_path:
+            paths.append(_fspath(event.dest_path))
+        for raw in paths:
+            if not raw:
+                continue
+            if event.is_directory:
+                if event.event_type == EVENT_TYPE_CREATED or (event.event_type == EVENT_TYPE_MOVED and raw != paths[0]):
+                    self.changes.put(Change("folder", Path(raw)))
+                elif event.event_type in (EVENT_TYPE_DELETED, EVENT_TYPE_MOVED):
+                    self.changes.put(Change("folder-gone", Path(raw)))
+            elif raw.endswith(SUFFIX):
+                self.changes.put(Change("file", Path(raw)))
+
+
+def observer_kind(observer: BaseObserver) -> str:
+    name = type(observer).__name__.lower()
+    for kind in ("inotify", "fsevents", "kqueue", "polling"):
+        if kind in name:
+            return kind
+    return name.removesuffix("observer") or "unknown"
+
+
+class Watcher:
+    """The observer and the state of each root; driven from the consumer thread's ticks."""
+
+    def __init__(self, roots: list[Path], changes: queue.SimpleQueue[Change], poll: bool, poll_seconds: float) -> None:
+        self.roots = roots
+        self.changes = changes
+        self.poll_seconds = poll_seconds
+        self.handler = EnqueueHandler(changes)
+        self.watches: dict[Path, ObservedWatch] = {}
+        self.info = ObserverInfo(kind="none")
+        self._observer: BaseObserver | None = None
+        self._polling = poll
+        self._poll_reason = "polling requested (--poll / poll = true)" if poll else None
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def start(self) -> list[Path]:
+        """Start observing; return the roots that exist (the caller scans them)."""
+        if not self._polling:
+            try:
+                self._start(Observer())
+            except OSError as error:
+                self._fall_back(f"inotify could not start: {_describe(error)}")
+        else:
+            self._start(PollingObserver(timeout=self.poll_seconds))
+        return list(self.watches)
+
+    def _start(self, observer: BaseObserver) -> None:
+        self._observer = observer
+        self.watches = {}
+        for root in self.roots:
+            if root.is_dir():
+                self.watches[root] = observer.schedule(self.handler, str(root), recursive=True)
+        try:
+            observer.start()
+        except BaseException:
+            self._observer = None
+            self.watches = {}
+            with contextlib.suppress(Exception):
+                observer.stop()
+            raise
+        self.info = ObserverInfo(kind=observer_kind(observer), reason=self._poll_reason)
+        log.info("watching", observer=self.info.kind, reason=self.info.reason, roots=[str(r) for r in self.watches])
+
+    def _fall_back(self, reason: str) -> None:
+        log.warning("falling back to polling", reason=reason)
+        self.stop()
+        self.watches = {}
+        self._polling = True
+        self._poll_reason = reason
+        self._start(PollingObserver(timeout=self.poll_seconds))
+
+    def stop(self, timeout: float = 1.0) -> None:
+        observer, self._observer = self._observer, None
+        if observer is None:
+            return
+        observer.stop()
+        with contextlib.suppress(RuntimeError):
+            observer.join(timeout)
+
+    # ---- per tick ------------------------------------------------------------------------
+    def check(self) -> list[Path]:
+        """Watch roots that appeared, drop roots that vanished, fall back if inotify died.
+
+        Returns the roots newly watched (or re-watched after a fallback): they need a scan.
+        """
+        observer = self._observer
+        if observer is None:
+            return []
+        if not self._polling and any(not e.is_alive() for e in list(observer.emitters)):
+            self._fall_back("an inotify emitter stopped (watch limit reached while adding a folder?)")
+            return list(self.watches)
+        appeared: list[Path] = []
+        for root in self.roots:
+            exists = root.is_dir()
+            watch = self.watches.get(root)
+            if watch is not None and not exists:
+                with contextlib.suppress(Exception):
+                    observer.unschedule(watch)
+                del self.watches[root]
+                log.info("session root vanished", root=str(root))
+            elif watch is None and exists:
+                try:
+                    self.watches[root] = observer.schedule(self.handler, str(root), recursive=True)
+                except OSError as error:
+                    if self._polling or error.errno not in _LIMIT_ERRNOS:
+                        log.warning("cannot watch root yet", root=str(root), error=str(error))
+                        continue
+                    self._fall_back(f"inotify limit reached watching {root}: {_describe(error)}")
+                    return list(self.watches)
+                log.info("session root appeared", root=str(root))
+                appeared.append(root)
+        return appeared
+
+    def root_info(self) -> list[RootInfo]:
+        return [RootInfo(path=str(r), exists=r.is_dir(), watched=r in self.watches) for r in self.roots]
+
+
+def _describe(error: OSError) -> str:
+    name = errno.errorcode.get(error.errno or 0, "")
+    return f"{name} {error.strerror or error}".strip()
