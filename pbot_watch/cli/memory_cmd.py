@@ -1,0 +1,147 @@
+"""``pbot-watch memory search`` and ``pbot-watch recall``: pi-echo's raw memory of Pi sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pbot_watch.cli import main
+from pbot_watch.cli.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from pbot_watch.cli.options import archive_options
+from pbot_watch.config import Settings, SettingsError
+from pbot_watch.search.errors import QueryError, UnknownHandle
+from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.models import MatchMode, MemorySearchResult, RecallPage
+
+
+@main.group("memory")
+def memory_group() -> None:
+    """Raw memory: every message of a session branch (tool calls and results too)."""
+
+
+def _open(sessions: tuple[Path, ...], archive: Path | None) -> tuple[Settings, SearchIndex]:
+    from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
+    from pbot_watch.search.memory_index import refresh_memory  # noqa: PLC0415
+
+    try:
+        settings = resolve_settings(sessions, archive)
+    except SettingsError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    index = open_index(settings)
+    try:
+        refresh_memory(index, settings.sessions)
+    except BaseException:
+        index.close()
+        raise
+    return settings, index
+
+
+@memory_group.command("search")
+@click.argument("query", required=False, default="")
+@click.option(
+    "--match",
+    type=click.Choice(["literal", "terms"]),
+    default="literal",
+    show_default=True,
+    help="literal: case-insensitive substring per line; terms: words ranked by BM25.",
+)
+@click.option("--in", "in_", metavar="HANDLE", help="Search only inside this source (every hit line).")
+@click.option("--session", "session_id", help="Only this Pi session id.")
+@click.option("--leaf", metavar="ENTRY", help="Scope: the path from this entry to the root (default: the current leaf).")
+@click.option("--after", metavar="CURSOR", help="Continue a previous search (same query and options).")
+@click.option("--limit", type=click.IntRange(1, 50), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (see docs/search.md).")
+@archive_options
+def memory_search_command(
+    query: str,
+    match: MatchMode,
+    in_: str | None,
+    session_id: str | None,
+    leaf: str | None,
+    after: str | None,
+    limit: int,
+    as_json: bool,
+    sessions: tuple[Path, ...],
+    archive: Path | None,
+) -> None:
+    """Search raw session memory along the current branch; without QUERY, list sources."""
+    from pbot_watch.search.memory_index import search_memory  # noqa: PLC0415
+
+    _settings, index = _open(sessions, archive)
+    try:
+        result = search_memory(
+            index, query=query, match=match, in_=in_, session_id=session_id, leaf=leaf, after=after, limit=limit
+        )
+    except UnknownHandle as error:
+        raise CommandError(str(error), EXIT_NOT_FOUND) from error
+    except QueryError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    finally:
+        index.close()
+    if as_json:
+        click.echo(result.model_dump_json(by_alias=True, indent=2))
+        return
+    render_search(result)
+
+
+@main.command("recall")
+@click.argument("handle")
+@click.option("--from", "from_line", type=click.IntRange(min=1), default=1, show_default=True, help="First line (1-based).")
+@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON (see docs/search.md).")
+@archive_options
+def recall_command(handle: str, from_line: int, as_json: bool, sessions: tuple[Path, ...], archive: Path | None) -> None:
+    """Whole source lines of a memory HANDLE from a line, and where to continue."""
+    from pbot_watch.search.memory_index import recall  # noqa: PLC0415
+
+    _settings, index = _open(sessions, archive)
+    try:
+        page = recall(index, handle, from_line)
+    except UnknownHandle as error:
+        raise CommandError(str(error), EXIT_NOT_FOUND) from error
+    except QueryError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    finally:
+        index.close()
+    if as_json:
+        click.echo(page.model_dump_json(by_alias=True, indent=2))
+        return
+    render_recall(page)
+
+
+def render_search(result: MemorySearchResult) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
+    from pbot_watch.search.render import highlight, local_time  # noqa: PLC0415
+
+    console = Console()
+    if not result.hits:
+        console.print("no matches" if result.query.strip() else "no sources")
+        return
+    for hit in result.hits:
+        where = ""
+        if hit.line is not None and hit.snippetLines is not None:
+            section = f", {hit.section.title} {hit.section.firstLine}-{hit.section.lastLine}" if hit.section else ""
+            where = f" line {hit.line} (lines {hit.snippetLines[0]}-{hit.snippetLines[1]}{section})"
+        head = Text(f"{local_time(hit.timestamp)} ", style="cyan")
+        head.append(hit.label)
+        head.append(f"  [{hit.totalLines} lines]{where}", style="dim")
+        console.print(head)
+        console.print(Text("  handle ", style="dim") + Text(hit.handle))
+        body = highlight(hit.snippet, result.query, terms=result.match == "terms") if result.query.strip() else Text(hit.snippet)
+        body.pad_left(4)
+        console.print(body)
+    more = f" — more: --after {result.nextCursor}" if result.nextCursor else ""
+    console.print(f"{len(result.hits)} of {result.total}{more}", style="dim", highlight=False)
+
+
+def render_recall(page: RecallPage) -> None:
+    click.echo(f"# {page.label}")
+    sections = ", ".join(f"{s.title} {s.firstLine}-{s.lastLine}" for s in page.sections)
+    click.echo(f"# lines {page.fromLine}-{page.toLine} of {page.totalLines} ({sections})")
+    width = len(str(page.toLine))
+    for number, text in enumerate(page.text.split("\n"), page.fromLine):
+        click.echo(f"{number:>{width}}  {text}")
+    if page.nextLine is not None:
+        click.echo(f"# continue: pbot-watch recall {page.handle} --from {page.nextLine}")

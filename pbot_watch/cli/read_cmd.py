@@ -1,0 +1,90 @@
+"""``pbot-watch read``: pbot's read() of one node — a page of text, parents and children."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pbot_watch.cli import main
+from pbot_watch.cli.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from pbot_watch.cli.options import archive_options
+from pbot_watch.config import SettingsError
+from pbot_watch.search.errors import QueryError, UnknownNode
+from pbot_watch.search.models import NodeBrief, NodePage
+
+
+@main.command("read")
+@click.argument("node_id")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Text offset (UTF-16 units).")
+@click.option("--limit", type=click.IntRange(1, 24000), default=12000, show_default=True, help="Text length (UTF-16 units).")
+@click.option("--children-offset", type=click.IntRange(min=0), default=0, show_default=True, help="First child to list (20 per page).")
+@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON (see docs/search.md).")
+@archive_options
+def read_command(
+    node_id: str,
+    offset: int,
+    limit: int,
+    children_offset: int,
+    as_json: bool,
+    sessions: tuple[Path, ...],
+    archive: Path | None,
+) -> None:
+    """Read NODE_ID (from search or from another node's parents/children)."""
+    from pbot_watch.search.context import prepare, resolve_settings  # noqa: PLC0415
+    from pbot_watch.search.queries import read_node  # noqa: PLC0415
+
+    try:
+        context = prepare(resolve_settings(sessions, archive))
+    except SettingsError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    try:
+        page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
+    except UnknownNode as error:
+        raise CommandError(str(error), EXIT_NOT_FOUND) from error
+    except QueryError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    finally:
+        context.close()
+    if as_json:
+        click.echo(page.model_dump_json(by_alias=True, indent=2))
+        return
+    render(page)
+
+
+def _line(brief: NodeBrief) -> str:
+    kind = brief.kind if brief.kind != "summary" else f"summary L{brief.level}"
+    return f"  {brief.id}  [{kind}] {brief.preview}"
+
+
+def render(page: NodePage) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
+
+    from pbot_watch.search.render import local_time  # noqa: PLC0415
+
+    console = Console()
+    kind = page.kind if page.kind != "summary" else f"summary L{page.level}"
+    ready = "" if page.ready else " (summary not written yet)"
+    done = "" if page.completed else " (not completed)"
+    console.print(
+        f"[bold]{escape(page.name)}[/bold] — {kind}{ready}{done}\n"
+        f"[cyan]{local_time(page.from_)} → {local_time(page.to)}[/cyan]  "
+        f"session {page.source.sessionId}  entries {', '.join(page.source.entryIds) or '-'}",
+        highlight=False,
+    )
+    console.rule()
+    console.print(page.text, markup=False, highlight=False)
+    console.rule()
+    if page.nextOffset is not None:
+        console.print(f"more text: --offset {page.nextOffset} (of {page.totalLength})", style="dim")
+    if page.parents:
+        console.print("parents:", style="bold")
+        for parent in page.parents:
+            console.print(_line(parent), markup=False, highlight=False)
+    if page.children:
+        console.print("children:", style="bold")
+        for child in page.children:
+            console.print(_line(child), markup=False, highlight=False)
+    if page.nextChildrenOffset is not None:
+        console.print(f"more children: --children-offset {page.nextChildrenOffset}", style="dim")

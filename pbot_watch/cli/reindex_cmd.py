@@ -1,0 +1,42 @@
+"""``pbot-watch reindex``: rebuild the search index from the archive (and session files) alone."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from pbot_watch.cli import main
+from pbot_watch.cli.errors import EXIT_USAGE, CommandError
+from pbot_watch.cli.options import archive_options
+from pbot_watch.config import SettingsError
+
+
+@main.command("reindex")
+@archive_options
+def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
+    """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
+    from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
+    from pbot_watch.search.discover import record_folders  # noqa: PLC0415
+    from pbot_watch.search.memory_index import rebuild_memory  # noqa: PLC0415
+
+    try:
+        settings = resolve_settings(sessions, archive)
+    except SettingsError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    started = time.monotonic()
+    index = open_index(settings)
+    try:
+        folders = record_folders(index, settings.sessions, settings.archive)
+        report = index.rebuild(folders)
+        memory = rebuild_memory(index, [r for r in settings.sessions if r.is_dir()])
+        index.optimize()
+        counts = index.counts()
+    finally:
+        index.close()
+    click.echo(
+        f"{counts['records']} records, {counts['searchable']} searchable nodes from {report.folders} folders; "
+        f"{memory} session files, {counts['memory_sources']} memory sources "
+        f"({time.monotonic() - started:.1f} s)"
+    )

@@ -1,0 +1,104 @@
+"""``pbot-watch search``: pbot's history search (literal) and BM25 (terms) over the archive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pbot_watch.cli import main
+from pbot_watch.cli.errors import EXIT_USAGE, CommandError
+from pbot_watch.cli.options import archive_options
+from pbot_watch.config import SettingsError
+from pbot_watch.search.errors import QueryError
+from pbot_watch.search.models import MatchMode, SearchResult
+
+
+@main.command("search")
+@click.argument("query", required=False, default="")
+@click.option(
+    "--match",
+    type=click.Choice(["literal", "terms"]),
+    default="literal",
+    show_default=True,
+    help="literal: case-insensitive substring (pbot's search); terms: words ranked by BM25.",
+)
+@click.option("--workspace", type=click.Path(path_type=Path), help="Only records of this workspace.")
+@click.option("--session", "session_id", help="Only this Pi session id.")
+@click.option("--from", "from_", metavar="ISO", help="Only nodes ending at or after this date/time.")
+@click.option("--to", metavar="ISO", help="Only nodes starting at or before this date/time.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 50), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (see docs/search.md).")
+@archive_options
+def search_command(
+    query: str,
+    match: MatchMode,
+    workspace: Path | None,
+    session_id: str | None,
+    from_: str | None,
+    to: str | None,
+    offset: int,
+    limit: int,
+    as_json: bool,
+    sessions: tuple[Path, ...],
+    archive: Path | None,
+) -> None:
+    """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
+    from pbot_watch.search.context import prepare, resolve_settings  # noqa: PLC0415 - keep --help fast
+    from pbot_watch.search.queries import search_history  # noqa: PLC0415
+
+    try:
+        context = prepare(resolve_settings(sessions, archive))
+    except SettingsError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    try:
+        result = search_history(
+            context.index,
+            query=query,
+            match=match,
+            session_id=session_id,
+            workspace=workspace,
+            from_=from_,
+            to=to,
+            offset=offset,
+            limit=limit,
+            folders=context.folder_paths,
+        )
+    except QueryError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    finally:
+        context.close()
+    if as_json:
+        click.echo(result.model_dump_json(by_alias=True, indent=2))
+        return
+    render(result)
+
+
+def render(result: SearchResult) -> None:
+    """A list a person can scan: when, what, which session, the hit in context, and the id to read."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
+    from pbot_watch.search.render import highlight, local_time  # noqa: PLC0415
+
+    console = Console()
+    if not result.matches:
+        console.print("no matches" if result.query.strip() else "no sessions")
+        return
+    terms = result.match == "terms"
+    for hit in result.matches:
+        kind = hit.kind if hit.kind != "summary" else f"summary L{hit.level}"
+        head = Text(local_time(hit.to), style="cyan")
+        head.append(f"  {kind:<12}", style="magenta")
+        head.append(hit.name, style="bold")
+        if hit.score is not None:
+            head.append(f"  score {hit.score:.2f}", style="dim")
+        console.print(head, overflow="ellipsis", no_wrap=True)
+        body = highlight(hit.snippet, result.query, terms=terms)
+        body.pad_left(2)
+        console.print(body)
+        console.print(Text(f"  {hit.id}", style="dim"))
+    last = result.total if result.nextOffset is None else result.nextOffset
+    more = f" — next page: --offset {result.nextOffset}" if result.nextOffset is not None else ""
+    console.print(f"{last} of {result.total}{more}", style="dim", highlight=False)

@@ -1,0 +1,95 @@
+"""Which record folders a query must look at, found cheaply, with or without the service.
+
+With ``--archive`` the answer is that one folder. Otherwise records live in each workspace
+(``<cwd>/.pi/pbot/history``), and the workspaces are named by the ``cwd`` in the headers of the
+session files under the session roots. Reading every header on every query would be slow, so
+each session file's header is remembered in the index with its ``stat``; a file is re-read
+only when it changed. Workspaces already in the index are always kept, so a session file that
+was deleted does not make its workspace's records disappear from search.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pbot_watch.search.index import RecordFolder, SearchIndex, workspace_folder
+from pbot_watch.sources import iter_session_files
+
+HEADER_BYTES = 64 * 1024
+
+
+def read_header(path: Path) -> tuple[str | None, str | None]:
+    """(session id, cwd) from a session file's first line; (None, None) when it is not a session."""
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(HEADER_BYTES)
+    except OSError:
+        return None, None
+    try:
+        value = json.loads(first)
+    except ValueError:
+        return None, None
+    if not isinstance(value, dict) or value.get("type") != "session" or not isinstance(value.get("id"), str):
+        return None, None
+    cwd = value.get("cwd")
+    return value["id"], cwd if isinstance(cwd, str) and cwd else None
+
+
+def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tuple[str | None, str | None]]:
+    """Every session file under ``roots`` with its (session id, workspace), re-reading only changed files."""
+    conn = index.conn
+    known = {
+        Path(p): (ino, size, mtime, sid, ws)
+        for p, ino, size, mtime, sid, ws in conn.execute(
+            "SELECT path, ino, size, mtime_ns, session_id, workspace FROM session_files"
+        )
+    }
+    out: dict[Path, tuple[str | None, str | None]] = {}
+    changed: list[tuple[str, int, int, int, str | None, str | None]] = []
+    for root in roots:
+        for path in iter_session_files(root):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            before = known.get(path)
+            # The header is the first line and never changes once written; only a new inode
+            # (a rewrite) or a file that was empty before can change it.
+            if before is not None and before[0] == st.st_ino and (before[3] is not None or before[1] == st.st_size):
+                out[path] = (before[3], before[4])
+                continue
+            sid, ws = read_header(path)
+            out[path] = (sid, ws)
+            changed.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns, sid, ws))
+    if changed:
+        with index.transaction():
+            conn.executemany(
+                "INSERT INTO session_files(path, ino, size, mtime_ns, session_id, workspace) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT(path) DO UPDATE SET ino=excluded.ino, size=excluded.size, mtime_ns=excluded.mtime_ns, "
+                "session_id=excluded.session_id, workspace=excluded.workspace",
+                changed,
+            )
+    return out
+
+
+def record_folders(index: SearchIndex, roots: Iterable[Path], archive: Path | None) -> list[RecordFolder]:
+    """The record folders to refresh before a query."""
+    if archive is not None:
+        return [RecordFolder(archive, None)]
+    folders: dict[Path, RecordFolder] = {}
+    for _sid, workspace in session_headers(index, [r for r in roots if r.is_dir()]).values():
+        if workspace is not None:
+            folder = workspace_folder(workspace)
+            folders.setdefault(folder, RecordFolder(folder, workspace))
+    for folder in index.known_folders():
+        if folder.workspace is not None:
+            folders.setdefault(folder.path, folder)
+    return sorted(folders.values(), key=lambda f: str(f.path))
+
+
+def refresh(index: SearchIndex, roots: Iterable[Path], archive: Path | None) -> None:
+    """Bring the index up to date with the archive before answering a query."""
+    index.update_from_archive(record_folders(index, roots, archive))

@@ -1,0 +1,34 @@
+"""What a query can get wrong, as types: the CLI turns each into one stderr line, MCP into a tool error."""
+
+from __future__ import annotations
+
+
+class QueryError(Exception):
+    """A query the caller must correct; the message says how."""
+
+
+class UnknownNode(QueryError):
+    """No record in the index holds this node id."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(f"unknown node id {node_id!r}; search again to get current ids")
+        self.node_id = node_id
+
+
+class UnknownHandle(QueryError):
+    """A memory handle that names nothing indexed (or nothing any more)."""
+
+    def __init__(self, handle: str) -> None:
+        super().__init__(f"unknown memory handle {handle!r}; search memory again to get current handles")
+        self.handle = handle
+
+
+class BadRange(QueryError):
+    """An unparseable or inverted time range, or an offset/line past the end."""
+
+
+class BadCursor(QueryError):
+    """A paging cursor that is malformed, or was made for another query or scope."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"invalid cursor: {reason}; repeat the search without --after")

@@ -1,0 +1,500 @@
+"""The derived search index: archive records (and raw sessions) in SQLite FTS5.
+
+It lives at ``<state_dir>/search.db`` and holds nothing that cannot be rebuilt: every row
+comes from a record file (``.pi/pbot/history/*.json`` or a central archive) or a Pi session
+file. So the schema carries a version, and a database of another version, or one that is
+corrupt, is simply deleted and rebuilt (``pbot-watch reindex`` does it on demand).
+
+Freshness is decided by ``stat``: a record file whose inode, size and mtime are unchanged holds
+the same record. A query therefore costs one directory listing per record folder and one
+``stat`` per record file when nothing changed (about 1 ms per 300 records), and the service
+calls ``update_record`` after each write so the CLI rarely finds work to do. (The folder's own
+mtime is not trusted as a shortcut: a tool that rewrites a record in place does not change it.)
+
+Two FTS5 tables serve the two match modes, both contentless (the text is kept once, in
+``nodes``): ``nodes_literal`` is a case-sensitive trigram index of the *lower-cased* text, so
+a phrase query of a lower-cased needle of three or more characters returns exactly the nodes
+containing it as a substring; ``nodes_terms`` indexes the pre-tokenised text of
+``tokens.document`` (CJK unigrams and bigrams, words, identifier parts) with the porter
+stemmer, for BM25 ranking and for one- and two-character CJK needles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pbot_watch.history.jstext import locale_key
+from pbot_watch.search.dates import parse_ms
+from pbot_watch.search.tokens import document
+
+SCHEMA_VERSION = 1
+"""Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
+
+INDEX_FILE = "search.db"
+HISTORY_SUBDIR = Path(".pi") / "pbot" / "history"
+BUSY_TIMEOUT_MS = 10_000
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- A record folder we know about; workspace is NULL for a central archive (records say theirs).
+CREATE TABLE folders(path TEXT PRIMARY KEY, workspace TEXT, mtime_ns INTEGER NOT NULL DEFAULT -1);
+CREATE TABLE records(
+  rowid INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,
+  folder TEXT NOT NULL,
+  id TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  workspace TEXT,
+  ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL
+);
+CREATE INDEX records_by_session ON records(session_id);
+CREATE INDEX records_by_folder ON records(folder);
+-- The explicit integer key is what both contentless FTS tables use as their rowid.
+CREATE TABLE nodes(
+  rowid INTEGER PRIMARY KEY,
+  record INTEGER NOT NULL,
+  id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  level INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  text_json TEXT,            -- the exact text when it holds lone surrogates SQLite cannot store
+  from_ TEXT NOT NULL, to_ TEXT NOT NULL,
+  from_ms REAL, to_ms REAL,  -- Date.parse of from/to; NULL where JavaScript gives NaN
+  to_key BLOB NOT NULL, id_key BLOB NOT NULL,  -- localeCompare order as byte strings
+  ready INTEGER NOT NULL, completed INTEGER NOT NULL,
+  searchable INTEGER NOT NULL,  -- in the FTS tables: a ready exchange or summary with text
+  entry_ids TEXT NOT NULL, children TEXT NOT NULL, parents TEXT NOT NULL
+);
+CREATE INDEX nodes_by_id ON nodes(id);
+CREATE INDEX nodes_by_record ON nodes(record, id);
+CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
+CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE nodes_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2');
+-- Session files seen while looking for workspaces (header cwd), and raw memory (see memory.py).
+CREATE TABLE session_files(
+  path TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER, session_id TEXT, workspace TEXT
+);
+CREATE TABLE mem_files(
+  path TEXT PRIMARY KEY, session_id TEXT NOT NULL, ino INTEGER, size INTEGER, mtime_ns INTEGER
+);
+CREATE TABLE mem_entries(
+  rowid INTEGER PRIMARY KEY,
+  file TEXT NOT NULL,        -- session file path
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,      -- file order
+  entry_id TEXT NOT NULL,
+  parent_id TEXT
+);
+CREATE INDEX mem_entries_by_file ON mem_entries(file, seq);
+CREATE INDEX mem_entries_by_session ON mem_entries(session_id);
+CREATE TABLE mem_sources(
+  rowid INTEGER PRIMARY KEY,
+  file TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  entry_id TEXT NOT NULL,    -- the entry whose presence on the path makes this source visible
+  seq INTEGER NOT NULL,
+  part INTEGER NOT NULL,     -- several sources can come from one entry (each tool call)
+  kind TEXT NOT NULL,
+  timestamp TEXT NOT NULL,
+  label TEXT NOT NULL,
+  lines TEXT NOT NULL,       -- JSON list of the source's lines
+  sections TEXT NOT NULL,    -- JSON list of [title, first, last]
+  digest TEXT NOT NULL       -- content hash: an unchanged source keeps its row id (stable cursors)
+);
+CREATE INDEX mem_sources_by_file ON mem_sources(file, seq, part);
+CREATE TABLE mem_lines(
+  rowid INTEGER PRIMARY KEY,
+  source INTEGER NOT NULL,
+  line INTEGER NOT NULL,     -- first line of this chunk (1-based)
+  count INTEGER NOT NULL,    -- lines in this chunk
+  text TEXT NOT NULL
+);
+CREATE INDEX mem_lines_by_source ON mem_lines(source, line);
+CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2');
+"""
+
+
+def sort_key(value: str) -> bytes:
+    """``locale_key`` as bytes, so SQLite can order by ``localeCompare`` with a plain index."""
+    chars, tiebreak = locale_key(value)
+    out = bytearray()
+    for weight_class, ch in chars:
+        out.append(weight_class + 1)
+        out += ch.encode("utf-32-be", "surrogatepass")
+    out.append(0)
+    out += tiebreak.encode("utf-32-be", "surrogatepass")
+    return bytes(out)
+
+
+def storable(text: str) -> tuple[str, str | None]:
+    """Text SQLite can hold, and the exact text as JSON when they differ (lone surrogates)."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text, None
+    return _LONE_SURROGATE.sub("\ufffd", text), json.dumps(text)
+
+
+def literal_document(text: str) -> str:
+    """What ``nodes_literal`` indexes: the text as pbot compares it (``toLowerCase``)."""
+    return storable(text)[0].lower()
+
+
+@dataclass(frozen=True)
+class RecordFolder:
+    """A folder of record files, and the workspace its records belong to (None: central archive)."""
+
+    path: Path
+    workspace: str | None
+
+
+def workspace_folder(workspace: str) -> Path:
+    return Path(workspace) / HISTORY_SUBDIR
+
+
+@dataclass
+class RefreshReport:
+    folders: int = 0
+    records_seen: int = 0
+    records_updated: int = 0
+    records_removed: int = 0
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("sessionId"), str)
+        and isinstance(value.get("nodes"), list)
+    ):
+        return value
+    return None
+
+
+class SearchIndex:
+    """One open search database. Cheap to open; not shared between threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = self._open(path)
+
+    # ---- opening ----------------------------------------------------------------------
+    @classmethod
+    def default_path(cls, state_dir: Path) -> Path:
+        return state_dir / INDEX_FILE
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _open(self, path: Path) -> sqlite3.Connection:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = self._connect(path)
+            version = self._version(conn)
+            if version == SCHEMA_VERSION:
+                return conn
+            conn.close()
+        except sqlite3.DatabaseError:
+            pass
+        # Another version, or not a database at all: it is derived data, start over.
+        for suffix in ("", "-wal", "-shm"):
+            with suppress(FileNotFoundError):
+                Path(str(path) + suffix).unlink()
+        conn = self._connect(path)
+        conn.executescript(
+            f"BEGIN IMMEDIATE;{_SCHEMA}INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');COMMIT;"
+        )
+        return conn
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection) -> int | None:
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return int(row[0]) if row else None
+
+    @staticmethod
+    @contextmanager
+    def _tx(conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def transaction(self) -> Any:
+        return self._tx(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- records ----------------------------------------------------------------------
+    def known_folders(self) -> list[RecordFolder]:
+        rows = self.conn.execute("SELECT path, workspace FROM folders ORDER BY path").fetchall()
+        return [RecordFolder(Path(p), w) for p, w in rows]
+
+    def update_from_archive(self, folders: Iterable[RecordFolder], *, forget_others: bool = False) -> RefreshReport:
+        """Bring the index up to date with these record folders; cheap when nothing changed.
+
+        ``forget_others`` drops folders not listed (a rebuild from exactly these folders).
+        """
+        report = RefreshReport()
+        wanted = {f.path: f for f in folders}
+        with self._tx(self.conn):
+            known = {Path(p): (w, m) for p, w, m in self.conn.execute("SELECT path, workspace, mtime_ns FROM folders")}
+            if forget_others:
+                for path in set(known) - set(wanted):
+                    self._drop_folder(path)
+                    known.pop(path)
+            for folder in wanted.values():
+                report.folders += 1
+                self._refresh_folder(folder, known.get(folder.path, (None, -2))[1], report)
+        return report
+
+    def _refresh_folder(self, folder: RecordFolder, known_mtime: int, report: RefreshReport) -> None:
+        st = _stat(folder.path)
+        if st is None:
+            # The folder is gone (workspace deleted): its records go with it.
+            self._drop_folder(folder.path)
+            if known_mtime != -2:
+                report.records_removed += 1
+            return
+        self.conn.execute(
+            "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1) ON CONFLICT(path) DO UPDATE SET workspace = excluded.workspace",
+            (str(folder.path), folder.workspace),
+        )
+        present: set[str] = set()
+        try:
+            entries = list(os.scandir(folder.path))
+        except OSError:
+            entries = []
+        for entry in entries:
+            if not entry.name.endswith(".json"):
+                continue
+            present.add(entry.path)
+            report.records_seen += 1
+            if self._update_record(Path(entry.path), folder):
+                report.records_updated += 1
+        for (path,) in self.conn.execute("SELECT path FROM records WHERE folder = ?", (str(folder.path),)).fetchall():
+            if path not in present:
+                self._drop_record(path)
+                report.records_removed += 1
+        self.conn.execute("UPDATE folders SET mtime_ns = ? WHERE path = ?", (st.st_mtime_ns, str(folder.path)))
+
+    def update_record(self, path: Path, workspace: str | None = None) -> bool:
+        """Index (or re-index, or drop) one record file; the service calls this after each write.
+
+        ``workspace`` is the workspace of a per-workspace folder; leave it ``None`` for a
+        central archive (its records carry their own ``workspace`` field) or to let the
+        folder's known workspace apply. Returns whether anything changed.
+        """
+        with self._tx(self.conn):
+            folder = path.parent
+            row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(folder),)).fetchone()
+            if workspace is None and row is not None:
+                workspace = row[0]
+            if workspace is None and path.parent.parts[-3:] == HISTORY_SUBDIR.parts:
+                workspace = str(path.parent.parent.parent.parent)
+            if row is None:
+                self.conn.execute(
+                    "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1)", (str(folder), workspace)
+                )
+            return self._update_record(path, RecordFolder(folder, workspace))
+
+    def _update_record(self, path: Path, folder: RecordFolder) -> bool:
+        st = _stat(path)
+        row = self.conn.execute("SELECT rowid, ino, size, mtime_ns FROM records WHERE path = ?", (str(path),)).fetchone()
+        if st is None:
+            if row is not None:
+                self._drop_record(str(path))
+                return True
+            return False
+        if row is not None and tuple(row[1:]) == (st.st_ino, st.st_size, st.st_mtime_ns):
+            return False
+        record = _read_json(path)
+        if record is None:
+            # Torn or foreign: keep what we had (a later write will bring the new content).
+            return False
+        workspace = record.get("workspace") if isinstance(record.get("workspace"), str) else folder.workspace
+        name = record.get("name") if isinstance(record.get("name"), str) else ""
+        values = (str(folder.path), record["id"], record["sessionId"], name, workspace, st.st_ino, st.st_size, st.st_mtime_ns)
+        if row is None:
+            cur = self.conn.execute(
+                "INSERT INTO records(path, folder, id, session_id, name, workspace, ino, size, mtime_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                (str(path), *values),
+            )
+            rowid = cur.lastrowid
+            assert rowid is not None
+        else:
+            rowid = row[0]
+            self.conn.execute(
+                "UPDATE records SET folder=?, id=?, session_id=?, name=?, workspace=?, ino=?, size=?, mtime_ns=? WHERE rowid=?",
+                (*values, rowid),
+            )
+        self._replace_nodes(rowid, record["nodes"])
+        return True
+
+    def _replace_nodes(self, record: int, nodes: list[Any]) -> None:
+        """Make the record's node rows equal ``nodes``, touching FTS only where a text changed."""
+        old: dict[str, tuple[int, str, str | None, int]] = {}
+        for rowid, node_id, text, text_json, searchable in self.conn.execute(
+            "SELECT rowid, id, text, text_json, searchable FROM nodes WHERE record = ?", (record,)
+        ):
+            old.setdefault(node_id, (rowid, text, text_json, searchable))
+        seen: set[str] = set()
+        for raw in nodes:
+            node = _node_values(raw)
+            if node is None or node["id"] in seen:
+                continue
+            seen.add(node["id"])
+            before = old.get(node["id"])
+            if before is not None:
+                rowid, text, text_json, searchable = before
+                same_text = (text, text_json) == (node["text"], node["text_json"]) and searchable == node["searchable"]
+                if not same_text and searchable:
+                    self._fts_delete(rowid, json.loads(text_json) if text_json else text)
+                self.conn.execute(
+                    """UPDATE nodes SET kind=:kind, level=:level, text=:text, text_json=:text_json, from_=:from_, to_=:to_,
+                       from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
+                       searchable=:searchable, entry_ids=:entry_ids, children=:children, parents=:parents WHERE rowid=:rowid""",
+                    {**node, "rowid": rowid},
+                )
+                if not same_text and node["searchable"]:
+                    self._fts_insert(rowid, node["exact"])
+            else:
+                cur = self.conn.execute(
+                    """INSERT INTO nodes(record, id, kind, level, text, text_json, from_, to_, from_ms, to_ms, to_key, id_key,
+                       ready, completed, searchable, entry_ids, children, parents) VALUES (:record, :id, :kind, :level, :text,
+                       :text_json, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
+                       :entry_ids, :children, :parents)""",
+                    {**node, "record": record},
+                )
+                if node["searchable"]:
+                    assert cur.lastrowid is not None
+                    self._fts_insert(cur.lastrowid, node["exact"])
+        for node_id, (rowid, text, text_json, searchable) in old.items():
+            if node_id not in seen:
+                if searchable:
+                    self._fts_delete(rowid, json.loads(text_json) if text_json else text)
+                self.conn.execute("DELETE FROM nodes WHERE rowid = ?", (rowid,))
+
+    def _fts_insert(self, rowid: int, text: str) -> None:
+        self.conn.execute("INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)", (rowid, literal_document(text)))
+        self.conn.execute("INSERT INTO nodes_terms(rowid, body) VALUES (?, ?)", (rowid, document(storable(text)[0])))
+
+    def _fts_delete(self, rowid: int, text: str) -> None:
+        # Contentless tables forget their text: a delete must repeat exactly what was inserted.
+        self.conn.execute(
+            "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)", (rowid, literal_document(text))
+        )
+        self.conn.execute(
+            "INSERT INTO nodes_terms(nodes_terms, rowid, body) VALUES ('delete', ?, ?)", (rowid, document(storable(text)[0]))
+        )
+
+    def _drop_record(self, path: str) -> None:
+        row = self.conn.execute("SELECT rowid FROM records WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return
+        self._replace_nodes(row[0], [])
+        self.conn.execute("DELETE FROM records WHERE rowid = ?", (row[0],))
+
+    def _drop_folder(self, path: Path) -> None:
+        for (record_path,) in self.conn.execute("SELECT path FROM records WHERE folder = ?", (str(path),)).fetchall():
+            self._drop_record(record_path)
+        self.conn.execute("DELETE FROM folders WHERE path = ?", (str(path),))
+
+    def rebuild(self, folders: Iterable[RecordFolder]) -> RefreshReport:
+        """Forget everything about records and index these folders from scratch."""
+        with self._tx(self.conn):
+            for table in ("nodes_literal", "nodes_terms"):
+                self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
+            self.conn.execute("DELETE FROM nodes")
+            self.conn.execute("DELETE FROM records")
+            self.conn.execute("DELETE FROM folders")
+        return self.update_from_archive(folders)
+
+    def optimize(self) -> None:
+        """Merge FTS segments (after a rebuild): fewer b-trees to probe per query."""
+        for table in ("nodes_literal", "nodes_terms", "mem_literal", "mem_terms"):
+            self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+
+    def counts(self) -> dict[str, int]:
+        q = self.conn.execute
+        return {
+            "records": q("SELECT count(*) FROM records").fetchone()[0],
+            "nodes": q("SELECT count(*) FROM nodes").fetchone()[0],
+            "searchable": q("SELECT count(*) FROM nodes WHERE searchable").fetchone()[0],
+            "memory_sources": q("SELECT count(*) FROM mem_sources").fetchone()[0],
+        }
+
+
+def _strs(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _node_values(raw: Any) -> dict[str, Any] | None:
+    """A record node as row values, or ``None`` for a node we cannot use (no id)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+        return None
+    kind = raw.get("kind") if raw.get("kind") in ("session", "exchange", "summary") else "exchange"
+    level = raw.get("level") if isinstance(raw.get("level"), int) else 0
+    text = raw.get("text") if isinstance(raw.get("text"), str) else ""
+    from_ = raw.get("from") if isinstance(raw.get("from"), str) else ""
+    to = raw.get("to") if isinstance(raw.get("to"), str) else ""
+    ready = raw.get("ready") is True
+    stored, text_json = storable(text)
+    return {
+        "id": raw["id"],
+        "kind": kind,
+        "level": level,
+        "text": stored,
+        "text_json": text_json,
+        "exact": text,
+        "from_": storable(from_)[0],
+        "to_": storable(to)[0],
+        "from_ms": parse_ms(from_),
+        "to_ms": parse_ms(to),
+        "to_key": sort_key(to),
+        "id_key": sort_key(raw["id"]),
+        "ready": int(ready),
+        "completed": int(raw.get("completed") is True),
+        "searchable": int(kind != "session" and ready and text != ""),
+        "entry_ids": json.dumps(_strs(raw.get("entryIds"))),
+        "children": json.dumps(_strs(raw.get("children"))),
+        "parents": json.dumps(_strs(raw.get("parents"))),
+    }

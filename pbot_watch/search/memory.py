@@ -1,0 +1,258 @@
+"""Raw memory (pi-echo): every message of a session as line-numbered source text. Pure.
+
+pbot's exchanges keep only what the user asked and the final answer. When the question is
+"what did that test run print?" the evidence is elsewhere: in tool calls and their results,
+bash executions, thinking, custom messages and compaction summaries. Here each of those
+becomes a *source*: a short one-line label, and lines of text (1-based line numbers) split
+into titled sections, e.g. a tool source has a ``call`` section and a ``result`` section.
+
+A source is anchored at one entry: it is visible from a leaf exactly when that entry is on
+the path from the leaf to the root. A tool call's source is anchored at its *result* entry
+(which descends from the call), so a call and its result are delivered together, and a result
+recorded on an abandoned branch is never visible from another leaf. Images never enter the
+text (a line says an image was there); long outputs stay whole, recall pages them by lines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pbot_watch.history.jstext import collapse_whitespace, js_string
+
+LABEL_CHARS = 90
+ARGS_CHARS = 60
+IMAGE_LINE = "[image omitted]"
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    first: int
+    last: int
+
+
+@dataclass
+class Source:
+    """One searchable, recallable unit of raw memory."""
+
+    entry_id: str
+    seq: int
+    part: int
+    kind: str
+    timestamp: str
+    label: str
+    lines: list[str]
+    sections: list[Section]
+
+
+@dataclass
+class EntryLink:
+    seq: int
+    entry_id: str
+    parent_id: str | None
+
+
+@dataclass
+class SessionMemory:
+    """A session file's raw memory: its entry tree (ids and parents) and its sources."""
+
+    links: list[EntryLink] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.sections: list[Section] = []
+
+    def section(self, title: str, text: str) -> None:
+        body = text.split("\n")
+        # A trailing newline (most command output) does not make an empty last line.
+        if len(body) > 1 and body[-1] == "":
+            body.pop()
+        first = len(self.lines) + 1
+        self.lines.extend(body)
+        self.sections.append(Section(title, first, len(self.lines)))
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict)]
+
+
+def _text_of(content: Any) -> str:
+    """Text blocks joined by newlines; an image becomes one marker line, never its data."""
+    parts: list[str] = []
+    for block in _blocks(content):
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(js_string(block.get("text")) if "text" in block else "")
+        elif kind == "image":
+            parts.append(IMAGE_LINE)
+    return "\n".join(parts)
+
+
+def _short(text: str, limit: int = LABEL_CHARS) -> str:
+    flat = collapse_whitespace(text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _args(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        for key in ("command", "path", "file_path", "pattern", "query", "url"):
+            if isinstance(arguments.get(key), str):
+                return _short(arguments[key], ARGS_CHARS)
+    if arguments is None:
+        return ""
+    return _short(json.dumps(arguments, ensure_ascii=False), ARGS_CHARS)
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    name = call.get("name") if isinstance(call.get("name"), str) else "tool"
+    arguments = call.get("arguments")
+    if isinstance(arguments, dict) and isinstance(arguments.get("command"), str) and len(arguments) == 1:
+        return f"{name}: {arguments['command']}"
+    return f"{name} {json.dumps(arguments, ensure_ascii=False, indent=2)}"
+
+
+def _stamp(entry: dict[str, Any]) -> str:
+    value = entry.get("timestamp")
+    return value if isinstance(value, str) else ""
+
+
+def _source(entry: dict[str, Any], seq: int, part: int, kind: str, label: str, builder: _Builder) -> Source:
+    return Source(
+        entry_id=entry["id"],
+        seq=seq,
+        part=part,
+        kind=kind,
+        timestamp=_stamp(entry),
+        label=label,
+        lines=builder.lines,
+        sections=builder.sections,
+    )
+
+
+def _count(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
+def session_memory(entries: list[dict[str, Any]]) -> SessionMemory:
+    """Sources and entry links of one session file's entries (as ``SessionReader`` yields them)."""
+    out = SessionMemory()
+    calls: dict[str, dict[str, Any]] = {}
+    answered: set[str] = set()
+    for entry in entries:
+        message = entry.get("message")
+        if entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "toolResult":
+            call_id = message.get("toolCallId")
+            if isinstance(call_id, str):
+                answered.add(call_id)
+    for seq, entry in enumerate(entries):
+        entry_id = entry.get("id")
+        if not isinstance(entry_id, str):
+            continue
+        parent = entry.get("parentId")
+        out.links.append(EntryLink(seq, entry_id, parent if isinstance(parent, str) else None))
+        out.sources.extend(_entry_sources(entry, seq, calls, answered))
+    return out
+
+
+def _entry_sources(
+    entry: dict[str, Any], seq: int, calls: dict[str, dict[str, Any]], answered: set[str]
+) -> list[Source]:
+    kind = entry.get("type")
+    sources: list[Source] = []
+    if kind == "message" and isinstance(entry.get("message"), dict):
+        message = entry["message"]
+        role = message.get("role")
+        content = message.get("content")
+        if role == "user":
+            text = _text_of(content)
+            if text:
+                b = _Builder()
+                b.section("user", text)
+                sources.append(_source(entry, seq, 0, "user", f"user {_short(text)}", b))
+        elif role == "assistant":
+            blocks = _blocks(content)
+            thinking = "\n".join(js_string(b.get("thinking")) for b in blocks if b.get("type") == "thinking")
+            text = "\n".join(js_string(b.get("text")) for b in blocks if b.get("type") == "text")
+            if thinking.strip():
+                b = _Builder()
+                b.section("thinking", thinking)
+                sources.append(_source(entry, seq, 0, "thinking", f"thinking {_short(thinking)}", b))
+            if text.strip():
+                b = _Builder()
+                b.section("assistant", text)
+                sources.append(_source(entry, seq, 1, "assistant", f"assistant {_short(text)}", b))
+            for i, block in enumerate(b for b in blocks if b.get("type") == "toolCall"):
+                call_id = block.get("id")
+                if isinstance(call_id, str):
+                    calls[call_id] = block
+                if isinstance(call_id, str) and call_id in answered:
+                    continue  # delivered with its result
+                b = _Builder()
+                b.section("call", _call_text(block))
+                name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+                label = f"toolCall {name}({_args(block.get('arguments'))}) → no result"
+                sources.append(_source(entry, seq, 2 + i, "tool", label, b))
+        elif role == "toolResult":
+            call_id = message.get("toolCallId")
+            call = calls.get(call_id) if isinstance(call_id, str) else None
+            name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
+            result = _text_of(content)
+            b = _Builder()
+            if call is not None:
+                b.section("call", _call_text(call))
+            b.section("error" if message.get("isError") else "result", result)
+            mark = "✗" if message.get("isError") else "→"
+            first = _short(result.split("\n", 1)[0], 50) if result else "(empty)"
+            args = _args(call.get("arguments")) if call is not None else ""
+            label = f"toolResult {name}({args}) {mark} {first} [{_count(len(result.splitlines()) or 1)}]"
+            sources.append(_source(entry, seq, 0, "tool", label, b))
+        elif role == "bashExecution":
+            command = message.get("command") if isinstance(message.get("command"), str) else ""
+            output = message.get("output") if isinstance(message.get("output"), str) else ""
+            b = _Builder()
+            b.section("command", f"$ {command}")
+            code = message.get("exitCode")
+            b.section("output", output + ("" if output.endswith("\n") or not output else "\n") + f"[exit {code}]")
+            mark = "✗" if code not in (0, None) else "→"
+            sources.append(_source(entry, seq, 0, "bash", f"bash({_short(command, ARGS_CHARS)}) {mark} exit {code}", b))
+        elif role in ("custom", "hookMessage"):
+            text = _text_of(content)
+            if text:
+                b = _Builder()
+                b.section(str(message.get("customType") or "custom"), text)
+                sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
+    elif kind == "custom_message":
+        text = _text_of(entry.get("content"))
+        if text:
+            b = _Builder()
+            b.section(str(entry.get("customType") or "custom"), text)
+            sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
+    elif kind in ("compaction", "branch_summary"):
+        summary = entry.get("summary")
+        if isinstance(summary, str) and summary:
+            b = _Builder()
+            b.section(kind, summary)
+            sources.append(_source(entry, seq, 0, kind, f"{kind} {_short(summary)}", b))
+    return sources
+
+
+def path_to_root(links: list[EntryLink], leaf: str) -> list[str]:
+    """Entry ids from ``leaf`` up to the root (the last entry with an id wins, cycles cut)."""
+    parents = {link.entry_id: link.parent_id for link in links}
+    out: list[str] = []
+    seen: set[str] = set()
+    current: str | None = leaf if leaf in parents else None
+    while current is not None and current not in seen:
+        seen.add(current)
+        out.append(current)
+        current = parents.get(current)
+    return out

@@ -1,0 +1,136 @@
+"""The JSON shapes of search, read, memory search and recall: one pydantic model each.
+
+The CLI's ``--json`` and the MCP tools emit exactly these (``model_dump(by_alias=True)``);
+``docs/search.md`` documents them and a test keeps the published JSON Schema current. Field
+names follow personal-bot's ``search``/``read`` results (camelCase, ``from``/``to``) so a tool
+written for pbot reads ours; the extra fields (``level``, ``workspace``, ``exchanges``,
+``score``, ``match``) are additions, never renames.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NodeKind = Literal["session", "exchange", "summary"]
+MatchMode = Literal["literal", "terms"]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class NodeBrief(_Shape):
+    """A node as it appears in lists: pbot's ``brief()`` plus its level and workspace."""
+
+    id: str
+    kind: NodeKind
+    level: int = Field(description="-1 session, 0 exchange, 1.. summary level")
+    sessionId: str  # noqa: N815 - pbot's field name
+    name: str = Field(description="the session's name")
+    preview: str = Field(description="first 100 UTF-16 units of the text, whitespace runs collapsed")
+    from_: str = Field(alias="from")
+    to: str
+    ready: bool
+    completed: bool
+    workspace: str | None = Field(None, description="the workspace the record belongs to, when known")
+
+
+class SearchMatch(NodeBrief):
+    """One search hit."""
+
+    snippet: str = Field(description="400 UTF-16 units of the text, starting 80 before the hit")
+    parents: list[str]
+    children: list[str] = Field(description="direct children (a summary's four nodes; a session's tops)")
+    exchanges: list[str] = Field(
+        description="for a summary: every exchange it covers, in order; for an exchange: itself; else empty"
+    )
+    score: float | None = Field(None, description="terms: BM25 relevance (higher is better); literal: null")
+
+
+class SearchResult(_Shape):
+    """A page of search hits."""
+
+    query: str
+    match: MatchMode
+    matches: list[SearchMatch]
+    total: int = Field(description="all hits, not just this page")
+    nextOffset: int | None  # noqa: N815
+    warnings: list[str] = Field(default_factory=list)
+
+
+class NodeSource(_Shape):
+    """Where a node came from: the Pi session and its entries (never a file path)."""
+
+    sessionId: str  # noqa: N815
+    entryIds: list[str]  # noqa: N815
+
+
+class NodePage(NodeBrief):
+    """pbot's ``read()``: a page of a node's text, its parents and a page of its children."""
+
+    text: str
+    totalLength: int = Field(description="length of the whole text in UTF-16 units")  # noqa: N815
+    nextOffset: int | None = Field(description="offset to continue reading the text, or null")  # noqa: N815
+    parents: list[NodeBrief]
+    children: list[NodeBrief]
+    nextChildrenOffset: int | None  # noqa: N815
+    source: NodeSource
+    warnings: list[str] = Field(default_factory=list)
+
+
+MemoryKind = Literal[
+    "user", "assistant", "thinking", "tool", "bash", "custom", "compaction", "branch_summary"
+]
+
+
+class MemorySection(_Shape):
+    """A titled run of lines inside a memory source (e.g. a tool call, its result)."""
+
+    title: str
+    firstLine: int  # noqa: N815
+    lastLine: int  # noqa: N815
+
+
+class MemoryHit(_Shape):
+    """One memory search result: a source, and where in it the query hit."""
+
+    handle: str = Field(description="opaque; pass to `recall` or `memory search --in`")
+    kind: MemoryKind
+    sessionId: str  # noqa: N815
+    entryId: str  # noqa: N815
+    timestamp: str
+    label: str = Field(description="one line saying what this source is (time, role, tool call)")
+    totalLines: int  # noqa: N815
+    line: int | None = Field(description="the line the query hit (1-based); null when listing")
+    snippet: str = Field(description="the hit line and its neighbours, whole lines")
+    snippetLines: tuple[int, int] | None = Field(description="first and last line of the snippet")  # noqa: N815
+    section: MemorySection | None = Field(description="the section holding the hit line")
+    score: float | None = None
+
+
+class MemorySearchResult(_Shape):
+    query: str
+    match: MatchMode
+    hits: list[MemoryHit]
+    total: int
+    nextCursor: str | None = Field(description="pass as --after with the same query to continue")  # noqa: N815
+    scope: list[str] = Field(description="session ids searched, each along one leaf-to-root path")
+
+
+class RecallPage(_Shape):
+    """Whole lines of one memory source, from a 1-based line."""
+
+    handle: str
+    kind: MemoryKind
+    sessionId: str  # noqa: N815
+    entryId: str  # noqa: N815
+    timestamp: str
+    label: str
+    fromLine: int  # noqa: N815
+    toLine: int  # noqa: N815
+    totalLines: int  # noqa: N815
+    text: str
+    sections: list[MemorySection]
+    nextLine: int | None = Field(description="where to continue, or null at the end")  # noqa: N815

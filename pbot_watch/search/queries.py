@@ -1,0 +1,414 @@
+"""search and read over the archive index, with personal-bot 0.2.3's semantics.
+
+``search_history`` in ``literal`` mode is pbot's ``HistoryService.search``: the query is
+trimmed and lower-cased, a node matches when its lower-cased text contains it (exchanges and
+*ready* summaries; no query lists the session nodes), ``from``/``to`` keep nodes whose span
+intersects the range (``Date.parse(node.to) >= from && Date.parse(node.from) <= to``, so a
+node with an unparseable date never appears), hits are ordered newest first by ``to`` then by
+id (``localeCompare``), and the snippet is 400 UTF-16 units starting 80 before the hit. The
+difference is speed: FTS5 finds the candidates instead of a scan of every record.
+
+``terms`` mode ranks by BM25 over the pre-tokenised text (see ``tokens.py``).
+
+``read_node`` is pbot's ``read``: text paged in UTF-16 units, never splitting a surrogate pair
+(with pbot's exact adjustments), parents and a page of 20 children with previews, and the
+source session id and entry ids.
+
+These are the functions the CLI and the MCP server call; they raise ``QueryError`` subclasses
+for anything the caller must correct.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pbot_watch.history.jstext import collapse_whitespace, js_trim, utf16_len, utf16_slice
+from pbot_watch.search.dates import parse_ms
+from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
+from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.models import (
+    MatchMode,
+    NodeBrief,
+    NodePage,
+    NodeSource,
+    SearchMatch,
+    SearchResult,
+)
+from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms
+
+DEFAULT_SEARCH_LIMIT = 20
+MAX_SEARCH_LIMIT = 50
+DEFAULT_READ_LIMIT = 12_000
+MAX_READ_LIMIT = 24_000
+CHILDREN_PAGE = 20
+SNIPPET_BEFORE = 80
+SNIPPET_LENGTH = 400
+PREVIEW_LENGTH = 100
+
+# BM25 ranking (terms): the relevance FTS5 computes is multiplied by these. Exchanges are the
+# original words, so they lead; a summary paraphrases four or more nodes and mostly repeats
+# what its exchanges already matched, so it follows unless it matches clearly better.
+EXCHANGE_RANK_WEIGHT = 1.0
+SUMMARY_RANK_WEIGHT = 0.7
+
+MIN_TRIGRAM_CHARS = 3
+"""A trigram index answers substrings of three characters or more; shorter ones need other means."""
+
+_NODE_COLUMNS = (
+    "n.rowid, n.id, n.kind, n.level, n.text, n.text_json, n.from_, n.to_, n.ready, n.completed, "
+    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace"
+)
+
+
+def _exact_text(row: Sequence[Any]) -> str:
+    return json.loads(row[5]) if row[5] is not None else row[4]
+
+
+def _brief(row: Sequence[Any]) -> dict[str, Any]:
+    text = _exact_text(row)
+    return {
+        "id": row[1],
+        "kind": row[2],
+        "level": row[3],
+        "sessionId": row[14],
+        "name": row[15],
+        "preview": utf16_slice(collapse_whitespace(text), 0, PREVIEW_LENGTH),
+        "from": row[6],
+        "to": row[7],
+        "ready": bool(row[8]),
+        "completed": bool(row[9]),
+        "workspace": row[16],
+    }
+
+
+def _check_page(offset: int, limit: int, maximum: int, what: str) -> None:
+    if offset < 0:
+        raise QueryError(f"offset must be 0 or more (got {offset})")
+    if not 1 <= limit <= maximum:
+        raise QueryError(f"{what} limit must be between 1 and {maximum} (got {limit})")
+
+
+def time_range(from_: str | None, to: str | None) -> tuple[float, float]:
+    """pbot's range check: both ends parse as ISO dates or times, and from <= to."""
+    after = -math.inf if from_ is None else parse_ms(from_)
+    before = math.inf if to is None else parse_ms(to)
+    if after is None or before is None:
+        bad = from_ if after is None else to
+        raise BadRange(f"invalid time {bad!r}: use an ISO date or time, e.g. 2026-11-29 or 2026-11-29T14:30:00Z")
+    if after > before:
+        raise BadRange(f"invalid time range: from {from_} is after to {to}")
+    return after, before
+
+
+def _workspace_values(workspace: str | Path) -> list[str]:
+    path = Path(workspace).expanduser()
+    values = {str(path), str(path.absolute())}
+    try:
+        values.add(str(path.resolve()))
+    except OSError:
+        pass
+    return sorted(values)
+
+
+class _Filter:
+    """The WHERE clause every search shares: session, workspace, time range."""
+
+    def __init__(
+        self,
+        session_id: str | None,
+        workspace: str | Path | None,
+        after: float,
+        before: float,
+        folders: Sequence[Path] | None,
+    ) -> None:
+        # Date.parse gives NaN for these, and NaN compares false with anything.
+        self.clauses = ["n.from_ms IS NOT NULL", "n.to_ms IS NOT NULL"]
+        self.params: dict[str, Any] = {}
+        if folders is not None:
+            names = [f":folder{i}" for i in range(len(folders))]
+            self.clauses.append(f"r.folder IN ({', '.join(names)})" if names else "0")
+            self.params.update({name[1:]: str(f) for name, f in zip(names, folders, strict=True)})
+        if session_id is not None:
+            self.clauses.append("r.session_id = :session_id")
+            self.params["session_id"] = session_id
+        if workspace is not None:
+            values = _workspace_values(workspace)
+            names = [f":ws{i}" for i in range(len(values))]
+            self.clauses.append(f"r.workspace IN ({', '.join(names)})")
+            self.params.update({name[1:]: value for name, value in zip(names, values, strict=True)})
+        if after != -math.inf:
+            self.clauses.append("n.to_ms >= :after")
+            self.params["after"] = after
+        if before != math.inf:
+            self.clauses.append("n.from_ms <= :before")
+            self.params["before"] = before
+
+    def where(self, *extra: str) -> str:
+        return " AND ".join([*self.clauses, *extra])
+
+
+def _utf16_index(haystack: str, needle: str) -> int:
+    """``haystack.indexOf(needle)`` in UTF-16 units (0 for an empty needle, -1 when absent)."""
+    found = haystack.find(needle)
+    if found <= 0:
+        return found
+    prefix = haystack[:found]
+    return found if prefix.isascii() else utf16_len(prefix)
+
+
+def snippet_at(text: str, hit: int) -> str:
+    """pbot's snippet: 400 units of the text starting 80 before the hit (a miss counts as -1)."""
+    start = max(0, hit - SNIPPET_BEFORE)
+    return utf16_slice(text, start, start + SNIPPET_LENGTH)
+
+
+def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int) -> list[str]:
+    """The exchanges under a summary, in order, walking children level by level."""
+    if level == 0:
+        return [node_id]
+    if level < 0:
+        return []
+    layer = [node_id]
+    while True:
+        placeholders = ",".join("?" * len(layer))
+        rows = index.conn.execute(
+            f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({placeholders})",  # noqa: S608
+            (record, *layer),
+        ).fetchall()
+        by_id = {r[0]: r for r in rows}
+        found = [by_id[i] for i in layer if i in by_id]
+        if not found or all(r[1] == 0 for r in found):
+            return [r[0] for r in found if r[1] == 0]
+        nxt: list[str] = []
+        for r in found:
+            nxt.extend(json.loads(r[2]) if r[1] > 0 else [r[0]])
+        layer = nxt
+
+
+def _match(index: SearchIndex, row: Sequence[Any], snippet: str, score: float | None) -> SearchMatch:
+    return SearchMatch.model_validate(
+        {
+            **_brief(row),
+            "snippet": snippet,
+            "parents": json.loads(row[12]),
+            "children": json.loads(row[11]),
+            "exchanges": _covered_exchanges(index, row[13], row[1], row[3]),
+            "score": score,
+        }
+    )
+
+
+def search_history(
+    index: SearchIndex,
+    query: str = "",
+    match: MatchMode = "literal",
+    session_id: str | None = None,
+    workspace: str | Path | None = None,
+    from_: str | None = None,
+    to: str | None = None,
+    offset: int = 0,
+    limit: int = DEFAULT_SEARCH_LIMIT,
+    folders: Sequence[Path] | None = None,
+) -> SearchResult:
+    """Search exchanges and ready summaries (or list sessions when ``query`` is empty).
+
+    ``folders`` limits the search to records from these record folders (None: all indexed).
+    """
+    _check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
+    after, before = time_range(from_, to)
+    filt = _Filter(session_id, workspace, after, before, folders)
+    needle = js_trim(query).lower()
+    if not needle:
+        return _page(index, query, match, filt, ["n.kind = 'session'"], offset, limit, needle)
+    if match == "terms":
+        return _terms(index, query, filt, offset, limit)
+    if len(needle) >= MIN_TRIGRAM_CHARS:
+        fts = "n.rowid IN (SELECT rowid FROM nodes_literal WHERE nodes_literal MATCH :fts)"
+        filt.params["fts"] = fts_quote(needle)
+        return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle)
+    if all(is_cjk(ch) for ch in needle):
+        # A CJK character or pair is itself a token of the terms index: exact, and fast.
+        fts = "n.rowid IN (SELECT rowid FROM nodes_terms WHERE nodes_terms MATCH :fts)"
+        filt.params["fts"] = fts_quote(needle)
+        return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle)
+    return _scan(index, query, filt, offset, limit, needle)
+
+
+def _page(
+    index: SearchIndex,
+    query: str,
+    match: MatchMode,
+    filt: _Filter,
+    extra: list[str],
+    offset: int,
+    limit: int,
+    needle: str,
+) -> SearchResult:
+    where = filt.where(*extra)
+    total = index.conn.execute(
+        f"SELECT count(*) FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where}",  # noqa: S608
+        filt.params,
+    ).fetchone()[0]
+    rows = index.conn.execute(
+        f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where} "  # noqa: S608
+        "ORDER BY n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
+        {**filt.params, "limit": limit, "offset": offset},
+    ).fetchall()
+    matches = []
+    for row in rows:
+        text = _exact_text(row)
+        matches.append(_match(index, row, snippet_at(text, _utf16_index(text.lower(), needle)), None))
+    return SearchResult(
+        query=query,
+        match=match,
+        matches=matches,
+        total=total,
+        nextOffset=offset + limit if offset + limit < total else None,
+    )
+
+
+def _scan(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int, needle: str) -> SearchResult:
+    """One or two characters that are not CJK: no index can narrow them, so read the texts."""
+    rows = index.conn.execute(
+        f"SELECT n.rowid, n.text, n.text_json FROM nodes n JOIN records r ON r.rowid = n.record "  # noqa: S608
+        f"WHERE {filt.where('n.searchable = 1')} ORDER BY n.to_key DESC, n.id_key",
+        filt.params,
+    )
+    hits = [
+        rowid for rowid, text, text_json in rows if needle in (json.loads(text_json) if text_json else text).lower()
+    ]
+    page_ids = hits[offset : offset + limit]
+    matches = []
+    for rowid in page_ids:
+        row = index.conn.execute(
+            f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record WHERE n.rowid = ?",  # noqa: S608
+            (rowid,),
+        ).fetchone()
+        text = _exact_text(row)
+        matches.append(_match(index, row, snippet_at(text, _utf16_index(text.lower(), needle)), None))
+    total = len(hits)
+    return SearchResult(
+        query=query,
+        match="literal",
+        matches=matches,
+        total=total,
+        nextOffset=offset + limit if offset + limit < total else None,
+    )
+
+
+def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int) -> SearchResult:
+    terms = query_terms(query)
+    if not terms:
+        return SearchResult(query=query, match="terms", matches=[], total=0, nextOffset=None)
+    filt.params.update({"fts": fts_any(terms), "w0": EXCHANGE_RANK_WEIGHT, "ws": SUMMARY_RANK_WEIGHT})
+    where = filt.where("n.searchable = 1", "nodes_terms MATCH :fts")
+    source = "FROM nodes_terms JOIN nodes n ON n.rowid = nodes_terms.rowid JOIN records r ON r.rowid = n.record"
+    total = index.conn.execute(f"SELECT count(*) {source} WHERE {where}", filt.params).fetchone()[0]  # noqa: S608
+    rows = index.conn.execute(
+        f"SELECT {_NODE_COLUMNS}, -bm25(nodes_terms) * (CASE WHEN n.level = 0 THEN :w0 ELSE :ws END) AS score "  # noqa: S608
+        f"{source} WHERE {where} ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
+        {**filt.params, "limit": limit, "offset": offset},
+    ).fetchall()
+    matches = []
+    for row in rows:
+        text = _exact_text(row)
+        lowered = text.lower()
+        hits = [h for h in (_utf16_index(lowered, t) for t in terms) if h >= 0]
+        matches.append(_match(index, row, snippet_at(text, min(hits) if hits else 0), round(row[-1], 6)))
+    return SearchResult(
+        query=query,
+        match="terms",
+        matches=matches,
+        total=total,
+        nextOffset=offset + limit if offset + limit < total else None,
+    )
+
+
+# ---- read ------------------------------------------------------------------------------
+
+
+def _unit(units: bytes, i: int) -> int:
+    return int.from_bytes(units[2 * i : 2 * i + 2], "little") if 0 <= 2 * i < len(units) else -1
+
+
+def page_text(text: str, offset: int, limit: int) -> tuple[str, int, int | None]:
+    """pbot's text page: (slice, length, nextOffset), moving the ends off a surrogate pair's middle.
+
+    An offset on a low surrogate steps back one unit; an end just after a high surrogate steps
+    back one unit, or forward one when the page would otherwise be a single unit.
+    """
+    units = text.encode("utf-16-le", "surrogatepass")
+    length = len(units) // 2
+    if offset > length:
+        raise BadRange(f"offset {offset} is past the end of the text ({length} UTF-16 units)")
+    if offset and 0xDC00 <= _unit(units, offset) <= 0xDFFF:
+        offset -= 1
+    end = min(length, offset + limit)
+    if end < length and 0xD800 <= _unit(units, end - 1) <= 0xDBFF:
+        end += 1 if end - offset == 1 else -1
+    piece = units[2 * offset : 2 * end].decode("utf-16-le", "surrogatepass")
+    return piece, length, end if end < length else None
+
+
+def _node_row(index: SearchIndex, node_id: str) -> Sequence[Any]:
+    row = index.conn.execute(
+        f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record "  # noqa: S608
+        "WHERE n.id = ? ORDER BY r.rowid LIMIT 1",
+        (node_id,),
+    ).fetchone()
+    if row is None:
+        raise UnknownNode(node_id)
+    return row  # type: ignore[no-any-return]
+
+
+def _briefs(index: SearchIndex, record: int, ids: list[str]) -> list[NodeBrief]:
+    if not ids:
+        return []
+    placeholders = ",".join("?" * len(ids))
+    rows = index.conn.execute(
+        f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record "  # noqa: S608
+        f"WHERE n.record = ? AND n.id IN ({placeholders})",
+        (record, *ids),
+    ).fetchall()
+    by_id: dict[str, Sequence[Any]] = {}
+    for row in rows:
+        by_id.setdefault(row[1], row)
+    return [NodeBrief.model_validate(_brief(by_id[i])) for i in ids if i in by_id]
+
+
+def read_node(
+    index: SearchIndex,
+    node_id: str,
+    offset: int = 0,
+    limit: int = DEFAULT_READ_LIMIT,
+    children_offset: int = 0,
+) -> NodePage:
+    """A page of one node's text with its parents and a page of its children."""
+    _check_page(offset, limit, MAX_READ_LIMIT, "read")
+    if children_offset < 0:
+        raise QueryError(f"children offset must be 0 or more (got {children_offset})")
+    row = _node_row(index, node_id)
+    text = _exact_text(row)
+    try:
+        piece, length, next_offset = page_text(text, offset, limit)
+    except BadRange as error:
+        raise BadRange(f"{error} of node {node_id}") from None
+    children: list[str] = json.loads(row[11])
+    child_page = children[children_offset : children_offset + CHILDREN_PAGE]
+    next_children = children_offset + CHILDREN_PAGE if children_offset + CHILDREN_PAGE < len(children) else None
+    return NodePage.model_validate(
+        {
+            **_brief(row),
+            "text": piece,
+            "totalLength": length,
+            "nextOffset": next_offset,
+            "parents": _briefs(index, row[13], json.loads(row[12])),
+            "children": _briefs(index, row[13], child_page),
+            "nextChildrenOffset": next_children,
+            "source": NodeSource(sessionId=row[14], entryIds=json.loads(row[10])),
+        }
+    )

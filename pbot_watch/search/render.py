@@ -1,0 +1,41 @@
+"""Small helpers for human output of search, read and memory (rich is imported lazily by callers)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pbot_watch.history.jstext import collapse_whitespace, js_trim
+from pbot_watch.search.tokens import query_terms
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+SNIPPET_CHARS = 240
+
+
+def local_time(iso: str) -> str:
+    """An ISO timestamp as local ``YYYY-MM-DD HH:MM`` (or as given when it does not parse)."""
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if moment.tzinfo is not None:
+        moment = moment.astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def highlight(snippet: str, query: str, *, terms: bool) -> Text:
+    """The snippet, whitespace collapsed and cut, with the query (or its terms) highlighted."""
+    from rich.text import Text  # noqa: PLC0415
+
+    text = collapse_whitespace(snippet).strip()
+    if len(text) > SNIPPET_CHARS:
+        text = text[:SNIPPET_CHARS] + "…"
+    rendered = Text(text)
+    needles = query_terms(query) if terms else [js_trim(query)]
+    for needle in needles:
+        if needle:
+            rendered.highlight_regex(re.compile(re.escape(needle), re.IGNORECASE), style="bold black on yellow")
+    return rendered
