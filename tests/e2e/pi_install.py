@@ -43,6 +43,7 @@ NODE_VERSION = "22.23.5"
 NODE_MINIMUM = (22, 19, 0)
 STAMP = "installed.json"
 NPM_TIMEOUT_S = 600
+PING_TIMEOUT_S = 20
 # npm error codes that mean "the registry cannot be reached", not "the install is broken".
 _OFFLINE_CODES = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH",
                   "EHOSTUNREACH", "ERR_SOCKET_TIMEOUT", "UNABLE_TO_GET_ISSUER_CERT", "SELF_SIGNED_CERT")
@@ -141,6 +142,9 @@ def _install(npm: str, root: Path, prefix: Path, node_pkg: str | None, environ: 
         # only what changed, and nothing is written under the user's ~/.npm.
         env["npm_config_cache"] = str(root / "npm-cache")
         env["npm_config_update_notifier"] = "false"
+        reachable, why = _registry_answers(npm, env)
+        if not reachable:  # fail fast: npm's own retries take minutes against a dead registry
+            raise Unavailable(f"the npm registry cannot be reached: {why}")
         cmd = [npm, "install", "--no-audit", "--no-fund", "--save-exact", "--loglevel=error", *specs]
         try:
             done = subprocess.run(cmd, cwd=staging, env=env, capture_output=True, text=True,
@@ -149,28 +153,34 @@ def _install(npm: str, root: Path, prefix: Path, node_pkg: str | None, environ: 
             raise Unavailable(f"npm install did not finish within {NPM_TIMEOUT_S} s (registry too slow?)") from error
         if done.returncode != 0:
             output = done.stdout + done.stderr
-            if any(code in output for code in _OFFLINE_CODES) or not _registry_answers(npm, env):
-                raise Unavailable(f"the npm registry cannot be reached: {_last_lines(output)}")
-            raise InstallFailed(f"{' '.join(cmd[1:])} failed:\n{_last_lines(output, 20)}")
+            if any(code in output for code in _OFFLINE_CODES) or not _registry_answers(npm, env)[0]:
+                raise Unavailable(f"the npm registry cannot be reached: {_first_lines(output)}")
+            raise InstallFailed(f"{' '.join(cmd[1:])} failed:\n{_first_lines(output, 30)}")
         (staging / STAMP).write_text(json.dumps({"pi": PI_VERSION, "node": node_pkg and NODE_VERSION}) + "\n")
         if prefix.exists():  # a half-built prefix of an older, interrupted layout
             shutil.rmtree(prefix)
+        staging.chmod(0o755)  # mkdtemp makes it private; the cache may be shared by CI and people
         staging.rename(prefix)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _registry_answers(npm: str, env: Mapping[str, str]) -> bool:
+def _registry_answers(npm: str, env: Mapping[str, str]) -> tuple[bool, str]:
+    """One quick ``npm ping`` without retries: (reachable, npm's words when not)."""
+    argv = [npm, "ping", "--fetch-retries=0", f"--fetch-timeout={PING_TIMEOUT_S * 1000}"]
     try:
-        done = subprocess.run([npm, "ping"], env=dict(env), capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+        done = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=PING_TIMEOUT_S + 15,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return False, f"npm ping did not answer within {PING_TIMEOUT_S} s"
+    except OSError as error:
+        return False, str(error)
+    return done.returncode == 0, _first_lines(done.stdout + done.stderr)
 
 
-def _last_lines(text: str, count: int = 3) -> str:
-    return " | ".join(line for line in text.strip().splitlines()[-count:])
+def _first_lines(text: str, count: int = 3) -> str:
+    return " | ".join(line for line in text.strip().splitlines()[:count])
 
 
 def _located(prefix: Path, node_pkg: str | None, system_node: str | None) -> PiInstall:
