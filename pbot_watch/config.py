@@ -1,14 +1,24 @@
 """Settings: defaults < config file < environment < command-line flags.
 
-The file is ``$XDG_CONFIG_HOME/pbot-watch/config.toml`` (or ``PBOT_WATCH_CONFIG``); every key
-can also come from ``PBOT_WATCH_<KEY>`` (upper case; lists separated by ``os.pathsep`` for
-paths and commas for globs). Validation errors name the key and where it came from.
+The file is ``$XDG_CONFIG_HOME/pbot-watch/config.toml`` (or the file named by
+``PBOT_WATCH_CONFIG``); every key can also come from ``PBOT_WATCH_<KEY>`` (upper case; lists
+are separated by ``os.pathsep`` for paths and by commas for globs). A person who writes
+``debouce_seconds`` must hear about it, so unknown keys are errors, and every error names the
+key, the bad value and the layer it came from (the file path, the variable or the flag).
+
+Relative paths are anchored where they were written: in the file, relative to the file's
+folder; in the environment or on the command line, relative to the current directory. The
+service runs with a different working directory than the shell that configured it, so a
+relative path must never reach it unanchored.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,9 +28,16 @@ from pbot_watch.sources import default_session_roots
 
 ENV_PREFIX = "PBOT_WATCH_"
 APP = "pbot-watch"
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
+
+# Variables with our prefix that are not settings: they must not be reported as unknown.
+NON_SETTING_ENV = frozenset({CONFIG_ENV})
+
+SourceKind = Literal["default", "file", "env", "flag"]
 
 
 def xdg_dir(var: str, fallback: str) -> Path:
+    """An XDG base folder; relative values are invalid per the spec and fall back to the default."""
     value = os.environ.get(var)
     return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
 
@@ -30,9 +47,19 @@ def default_state_dir() -> Path:
     return xdg_dir("XDG_STATE_HOME", ".local/state") / APP
 
 
+def default_config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/pbot-watch``: the config file and the default env file live here."""
+    return xdg_dir("XDG_CONFIG_HOME", ".config") / APP
+
+
 def default_config_path() -> Path:
-    configured = os.environ.get(ENV_PREFIX + "CONFIG")
-    return Path(configured).expanduser() if configured else xdg_dir("XDG_CONFIG_HOME", ".config") / APP / "config.toml"
+    configured = os.environ.get(CONFIG_ENV)
+    return Path(configured).expanduser() if configured else default_config_dir() / "config.toml"
+
+
+def default_env_file() -> Path:
+    """The env file the installed service reads when ``env_file`` is not set (API keys live here)."""
+    return default_config_dir() / "env"
 
 
 class Settings(BaseModel):
@@ -55,14 +82,20 @@ class Settings(BaseModel):
     idle_seconds: float = Field(30, ge=0, description="no append for this long means the person is idle")
     model: str | None = Field(None, description="litellm model for summaries, e.g. openai/gpt-4o-mini; none: offline")
     api_base: str | None = Field(None, description="OpenAI-compatible base URL for the model")
-    env_file: Path | None = Field(None, description="file of KEY=VALUE lines (API keys) loaded by the service")
+    env_file: Path | None = Field(
+        None, description="KEY=VALUE file (API keys) for the service; default: $XDG_CONFIG_HOME/pbot-watch/env if present",
+    )
     request_timeout: float = Field(60, gt=0, description="seconds for one model call")
     max_calls_per_day: int = Field(500, ge=0, description="model calls per day; 0 disables the model")
     max_tokens_per_day: int = Field(2_000_000, ge=0, description="input+output tokens per day")
     max_calls_per_idle: int = Field(50, ge=0, description="model calls per idle period")
+    context_tokens: int | None = Field(None, gt=0, description="model context window; default: litellm's, else 8192")
+    summary_retry_seconds: float = Field(60, gt=0, description="first wait before retrying a failed summary (doubles)")
 
-    log_format: Literal["auto", "json", "console"] = Field("auto", description="json under a service manager")
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "json", "console"] = Field(
+        "auto", description="json: JSON lines; console: readable lines; auto: console on a terminal, else json"
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="lowest level logged")
 
     @field_validator("sessions", "archive", "state_dir", "env_file", mode="after")
     @classmethod
@@ -72,60 +105,264 @@ class Settings(BaseModel):
         return Path(value).expanduser() if isinstance(value, Path) else value
 
 
+PATH_KEYS = frozenset({"sessions", "archive", "state_dir", "env_file"})
+PATH_LIST_KEYS = frozenset({"sessions"})
+
+
 class SettingsError(Exception):
-    """A bad setting; the message names the key and its source."""
+    """A bad setting; the message names the key, the value and its source."""
 
 
-def _from_env() -> dict[str, Any]:
+@dataclass(frozen=True)
+class Origin:
+    """Where one effective value came from: a layer and, for all but defaults, the exact place."""
+
+    kind: SourceKind
+    where: str = ""
+
+    def label(self) -> str:
+        if self.kind == "default":
+            return "default"
+        return f"{self.kind} {self.where}"
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """The settings plus their provenance, for ``pbot-watch config`` and for error messages."""
+
+    settings: Settings
+    origins: dict[str, Origin]
+    config_file: Path
+    config_file_found: bool
+    unknown_env: list[str] = field(default_factory=list)
+
+    def origin(self, key: str) -> Origin:
+        return self.origins.get(key, Origin("default"))
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.upper()
+
+
+def flag_name(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _anchor(key: str, value: Any, base: Path) -> Any:
+    """Make relative path values absolute against ``base``; ``~`` and absolute paths stay as they are."""
+    if key not in PATH_KEYS:
+        return value
+
+    def one(item: Any) -> Any:
+        if not isinstance(item, str | Path):
+            return item  # let validation report the wrong type
+        text = str(item)
+        if not text or text.startswith("~") or Path(text).is_absolute():
+            return item
+        return os.path.normpath(base / text)
+
+    if isinstance(value, list | tuple):
+        return [one(item) for item in value]
+    return one(value)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SettingsError(f"cannot read config file {path}: {error}") from error
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"config file {path} is not valid TOML: {error}") from error
+    data: dict[str, Any] = {}
+    for key, value in raw.items():
+        # Flags are spelled with dashes, so accept ``debounce-seconds`` as well as ``debounce_seconds``.
+        name = key.replace("-", "_")
+        if name in data:
+            raise SettingsError(f"{key} ({path}): given twice, as {name} and {key}")
+        data[name] = _anchor(name, value, path.parent)
+    return data
+
+
+def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     out: dict[str, Any] = {}
-    for name, field in Settings.model_fields.items():
-        raw = os.environ.get(ENV_PREFIX + name.upper())
+    for name, info in Settings.model_fields.items():
+        raw = environ.get(env_name(name))
         if raw is None or raw == "":
             continue
-        annotation = str(field.annotation)
-        if name == "sessions":
-            out[name] = [p for p in raw.split(os.pathsep) if p]
-        elif annotation.startswith("list"):
-            out[name] = [p.strip() for p in raw.split(",") if p.strip()]
+        if name in PATH_LIST_KEYS:
+            value: Any = [p for p in raw.split(os.pathsep) if p]
+        elif str(info.annotation).startswith("list"):
+            value = [p.strip() for p in raw.split(",") if p.strip()]
         else:
-            out[name] = raw
-    return out
+            value = raw
+        out[name] = _anchor(name, value, Path.cwd())
+    known = {env_name(name) for name in Settings.model_fields} | NON_SETTING_ENV
+    unknown = sorted(var for var in environ if var.startswith(ENV_PREFIX) and var not in known)
+    return out, unknown
 
 
-def _describe(error: ValidationError, sources: dict[str, str]) -> str:
+def _from_flags(flags: dict[str, Any] | None) -> dict[str, Any]:
+    given = {k: v for k, v in (flags or {}).items() if v is not None and v != () and v != []}
+    return {k: _anchor(k, list(v) if isinstance(v, tuple) else v, Path.cwd()) for k, v in given.items()}
+
+
+def _suggest(key: str) -> str:
+    close = difflib.get_close_matches(key, list(Settings.model_fields), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _describe(error: ValidationError, origins: dict[str, Origin]) -> str:
     lines = []
     for item in error.errors():
         key = str(item["loc"][0]) if item["loc"] else "?"
-        where = sources.get(key, "default")
-        msg = "unknown setting" if item["type"] == "extra_forbidden" else item["msg"]
-        lines.append(f"{key} ({where}): {msg}")
+        place = origins.get(key, Origin("default")).where or "default"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{key} ({place}): unknown setting{_suggest(key)}")
+            continue
+        sub = "".join(f"[{part}]" for part in item["loc"][1:])
+        lines.append(f"{key}{sub} = {item['input']!r} ({place}): {item['msg']}")
     return "invalid settings: " + "; ".join(lines)
 
 
-def load_settings(flags: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
-    """Resolve settings; flags whose value is ``None`` or empty are treated as not given."""
+def resolve_settings(
+    flags: dict[str, Any] | None = None,
+    config_file: Path | None = None,
+) -> ResolvedSettings:
+    """Merge the layers, validate once, and keep where each value came from.
+
+    Flags whose value is ``None`` or empty are treated as not given, so click options can be
+    passed through unchanged.
+    """
     path = config_file or default_config_path()
     layered: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-            raise SettingsError(f"cannot read {path}: {error}") from error
+    origins: dict[str, Origin] = {}
+    found = path.is_file()
+    if found:
+        data = _read_file(path)
         layered.update(data)
-        sources.update(dict.fromkeys(data, str(path)))
-    env = _from_env()
+        origins.update(dict.fromkeys(data, Origin("file", str(path))))
+    elif config_file is not None or os.environ.get(CONFIG_ENV):
+        # A file the person named explicitly must exist; the default one is optional.
+        named_by = "" if config_file is not None else f" (named by {CONFIG_ENV})"
+        raise SettingsError(f"config file {path} does not exist{named_by}")
+    env, unknown = _from_env(os.environ)
     layered.update(env)
-    sources.update({k: f"${ENV_PREFIX}{k.upper()}" for k in env})
-    given = {k: v for k, v in (flags or {}).items() if v is not None and v != () and v != []}
+    origins.update({k: Origin("env", env_name(k)) for k in env})
+    given = _from_flags(flags)
     layered.update(given)
-    sources.update({k: f"--{k.replace('_', '-')}" for k in given})
+    origins.update({k: Origin("flag", flag_name(k)) for k in given})
     try:
-        return Settings.model_validate(layered)
+        settings = Settings.model_validate(layered)
     except ValidationError as error:
-        raise SettingsError(_describe(error, sources)) from error
+        raise SettingsError(_describe(error, origins)) from error
+    return ResolvedSettings(settings, origins, path, found, unknown)
+
+
+def load_settings(flags: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
+    """Resolve settings (see :func:`resolve_settings`); what every command calls."""
+    return resolve_settings(flags, config_file).settings
 
 
 def effective(settings: Settings) -> dict[str, Any]:
     """Settings as plain JSON values, for ``pbot-watch config``."""
     return settings.model_dump(mode="json")
+
+
+# Defaults that depend on the machine are shown symbolically in the template and the docs.
+_SYMBOLIC_DEFAULTS = {
+    "sessions": '["~/.pi/agent/sessions"]  # default: ${PI_CODING_AGENT_DIR:-~/.pi/agent}/sessions',
+    "state_dir": '"~/.local/state/pbot-watch"  # default: ${XDG_STATE_HOME:-~/.local/state}/pbot-watch',
+}
+# Settings that are unset by default get an example value instead.
+_EXAMPLES = {
+    "archive": '"~/pbot-archive"',
+    "model": '"openai/gpt-4o-mini"',
+    "api_base": '"http://127.0.0.1:8000/v1"',
+    "env_file": '"~/.config/pbot-watch/env"',
+    "include": '["~/projects/*"]',
+    "exclude": '["~/scratch/*"]',
+    "context_tokens": "128000",
+}
+
+
+def template() -> str:
+    """A commented config file listing every key with its default, for ``pbot-watch config --template``.
+
+    It holds no path of this machine, so ``docs/configuration.md`` can quote it verbatim.
+    """
+    defaults = Settings.model_construct().model_dump(mode="json", exclude=set(_SYMBOLIC_DEFAULTS))
+    lines = [
+        "# pbot-watch configuration: $XDG_CONFIG_HOME/pbot-watch/config.toml",
+        "# Every key may also be set as PBOT_WATCH_<KEY>; flags win over the environment,",
+        "# the environment over this file. Uncomment what you change.",
+        "",
+    ]
+    for name, info in Settings.model_fields.items():
+        lines.append(f"# {info.description}" if info.description else f"# {name}")
+        if name in _SYMBOLIC_DEFAULTS:
+            shown = _SYMBOLIC_DEFAULTS[name]
+        elif name in _EXAMPLES and not defaults.get(name):
+            shown = f"{_EXAMPLES[name]}  # example; not set by default"
+        elif defaults[name] is None:
+            shown = "  # not set by default"
+        else:
+            shown = _toml_value(defaults[name])
+        lines.append(f"# {name} = {shown}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Parse a systemd-style ``EnvironmentFile`` (``KEY=VALUE`` lines, ``#``/``;`` comments, quotes).
+
+    The systemd unit hands this file to systemd; launchd has no such key, so the service reads
+    the same file itself with this function (see :func:`apply_env_file`).
+    """
+    values: dict[str, str] = {}
+    for number, raw_line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw_line.strip()
+        if not line or line[0] in "#;":
+            continue
+        line = line.removeprefix("export ").lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            raise SettingsError(f"{path}:{number}: expected KEY=VALUE, got {raw_line!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":  # noqa: PLR2004 - a quoted pair
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def apply_env_file(settings: Settings, environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Load ``settings.env_file`` (or the default env file, if present) into the environment.
+
+    Variables already set win: a key exported by the service manager or the shell is not
+    overridden by the file. Returns the names that were set. A configured file that is missing
+    is an error; the default one is optional.
+    """
+    target = os.environ if environ is None else environ
+    path = settings.env_file or default_env_file()
+    if not path.is_file():
+        if settings.env_file is not None:
+            raise SettingsError(f"env_file {path} does not exist")
+        return []
+    applied = []
+    for key, value in read_env_file(path).items():
+        if key not in target:
+            target[key] = value
+            applied.append(key)
+    return applied

@@ -23,6 +23,8 @@ def _register() -> None:
     from pbot_watch.cli import index_cmd  # noqa: F401, PLC0415
     from pbot_watch.cli import memory_cmd, read_cmd, reindex_cmd, search_cmd  # noqa: F401, PLC0415
     from pbot_watch.cli import run_cmd, status_cmd  # noqa: F401, PLC0415
+    from pbot_watch.cli import config_cmd  # noqa: F401, PLC0415
+    from pbot_watch.cli import service_cmd  # noqa: F401, PLC0415
 
 
 _register()

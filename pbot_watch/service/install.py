@@ -1,0 +1,396 @@
+"""``pbot-watch service install|uninstall|status``: a systemd user unit or a launchd agent.
+
+The files come from the templates in the repository's ``systemd/`` folder, which ships inside
+the package as ``pbot_watch/templates`` (a symlink in the source tree, real files in the wheel).
+Rendering is pure: a :class:`ServicePlan` holds the file's path and text and the commands
+that activate it, so ``--print`` shows exactly what ``install`` would do and tests can check
+the text without a service manager.
+
+The service must run the same pbot-watch that installed it, from any working directory and
+without the shell's ``PATH``, so ``ExecStart`` is absolute: the ``pbot-watch`` script beside
+the current interpreter when there is one (a venv, pipx, uv tool), else
+``<python> -P -m pbot_watch`` (``-P``: the service's working directory must not shadow the
+package). The few variables that decide where pbot-watch reads and writes
+(``PI_CODING_AGENT_DIR``, ``PBOT_WATCH_CONFIG``, ``XDG_CONFIG_HOME``, ``XDG_STATE_HOME``) are
+copied into the unit when they are set, because a service manager's environment is not the
+shell's and ``pbot-watch status`` must find the state the service writes.
+
+Where ``systemctl``/``launchctl`` is missing (containers, CI) the file is still written and
+the commands are returned as next steps; where a command fails, the file stays and the error
+is reported with the steps left to do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+from xml.sax.saxutils import escape as xml_escape
+
+from pydantic import BaseModel, ConfigDict
+
+from pbot_watch import __version__
+from pbot_watch.archive.atomic import write_atomic
+from pbot_watch.config import APP, default_env_file, xdg_dir
+
+Manager = Literal["systemd", "launchd"]
+
+UNIT_NAME = "pbot-watch.service"
+LAUNCHD_LABEL = "dev.pbot-watch"
+SERVICE_FILE_MODE = 0o644  # service managers read these; they hold no secrets (keys live in the env file)
+COMMAND_TIMEOUT = 60.0
+
+# Variables that decide where pbot-watch finds sessions, config and state.
+PASSED_ENV = ("PI_CODING_AGENT_DIR", "PBOT_WATCH_CONFIG", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
+
+_PLACEHOLDER = re.compile(r"@[A-Z_]+@")
+# Characters that need no quoting in a systemd command line.
+_SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9_./:=@+,-]+")
+
+
+class ServiceError(Exception):
+    """A service operation that cannot go on; the message says what to do."""
+
+
+class Step(BaseModel):
+    """One command of an install or uninstall; ``required`` steps stop the sequence when they fail."""
+
+    model_config = ConfigDict(frozen=True)
+
+    argv: list[str]
+    required: bool = True
+    why: str = ""
+
+    def shell(self) -> str:
+        return " ".join(_shell_quote(arg) for arg in self.argv)
+
+
+class ServicePlan(BaseModel):
+    """Everything ``install`` would do: the file, its text, and the commands around it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    manager: Manager
+    path: Path
+    content: str
+    command: list[str]
+    env_file: Path | None
+    install_steps: list[Step]
+    restart_steps: list[Step]
+    uninstall_steps: list[Step]
+    log_file: Path | None = None
+    hints: list[str] = []
+
+
+class StepResult(BaseModel):
+    step: Step
+    returncode: int
+    output: str
+
+
+class Outcome(BaseModel):
+    """What an install or uninstall did, and what is left for the person to do."""
+
+    plan: ServicePlan
+    file_changed: bool
+    ran: list[StepResult] = []
+    next_steps: list[Step] = []
+    tool_missing: str | None = None
+    failed: StepResult | None = None
+
+
+class ServiceStatus(BaseModel):
+    """The installed file and what the service manager says about it."""
+
+    manager: Manager
+    path: Path
+    installed: bool
+    current: bool
+    tool: str
+    tool_available: bool
+    enabled: str | None = None
+    active: str | None = None
+    detail: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.active in {"active", "running"}
+
+
+def default_manager() -> Manager:
+    return "launchd" if sys.platform == "darwin" else "systemd"
+
+
+def service_path(manager: Manager) -> Path:
+    """``$XDG_CONFIG_HOME/systemd/user/pbot-watch.service`` or ``~/Library/LaunchAgents/<label>.plist``."""
+    if manager == "systemd":
+        return xdg_dir("XDG_CONFIG_HOME", ".config") / "systemd" / "user" / UNIT_NAME
+    return Path.home() / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
+
+
+def launchd_log_file() -> Path:
+    return Path.home() / "Library" / "Logs" / APP / f"{APP}.log"
+
+
+def service_command(run_args: list[str], executable: str | None = None) -> list[str]:
+    """The absolute command line of the service: ``pbot-watch run ...``."""
+    python = os.path.abspath(executable or sys.executable)  # not resolve(): a venv's python is a symlink
+    script = Path(python).parent / APP
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script), "run", *run_args]
+    return [python, "-P", "-m", "pbot_watch", "run", *run_args]
+
+
+def template_text(name: str) -> str:
+    """A template from ``systemd/`` as shipped in the package."""
+    return resources.files("pbot_watch").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    text = template
+    for key, value in values.items():
+        # A whole-line placeholder with an empty value takes its line with it.
+        if not value:
+            text = re.sub(rf"^[ \t]*@{key}@\n", "", text, flags=re.MULTILINE)
+        text = text.replace(f"@{key}@", value)
+    left = _PLACEHOLDER.findall(text)
+    if left:
+        raise ServiceError(f"template placeholders left unfilled: {', '.join(sorted(set(left)))}")
+    return text
+
+
+def _check_value(value: str) -> str:
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):  # noqa: PLR2004 - ASCII control range
+        raise ServiceError(f"cannot put {value!r} in a service file: it holds a control character")
+    return value
+
+
+def systemd_quote(arg: str) -> str:
+    """One ExecStart word: ``%`` and ``$`` doubled (specifiers, variables), quoted if needed."""
+    _check_value(arg)
+    text = arg.replace("%", "%%").replace("$", "$$")
+    if _SYSTEMD_PLAIN.fullmatch(arg):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _systemd_environment(key: str, value: str) -> str:
+    text = f"{key}={_check_value(value)}".replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
+    return f'Environment="{text}"'
+
+
+def _shell_quote(arg: str) -> str:
+    import shlex  # noqa: PLC0415 - only for messages
+
+    return shlex.quote(arg)
+
+
+def passed_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The location variables that are set now, made absolute, in a fixed order."""
+    source = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for key in PASSED_ENV:
+        value = source.get(key)
+        if value:
+            out[key] = os.path.abspath(os.path.expanduser(value))
+    return out
+
+
+def render_systemd(command: list[str], env_file: Path, environment: Mapping[str, str]) -> str:
+    return _fill(
+        template_text("pbot-watch.service"),
+        {
+            "VERSION": __version__,
+            "EXEC_START": " ".join(systemd_quote(arg) for arg in command),
+            "ENV_FILE": _check_value(str(env_file)).replace("%", "%%"),
+            "ENVIRONMENT": "\n".join(_systemd_environment(k, v) for k, v in environment.items()),
+        },
+    )
+
+
+def render_launchd(command: list[str], environment: Mapping[str, str], log_file: Path) -> str:
+    def string(value: str) -> str:
+        return f"<string>{xml_escape(_check_value(value))}</string>"
+
+    return _fill(
+        template_text("pbot-watch.plist"),
+        {
+            "VERSION": __version__,
+            "LABEL": LAUNCHD_LABEL,
+            "PROGRAM_ARGUMENTS": "\n".join(f"    {string(arg)}" for arg in command),
+            "ENVIRONMENT": "\n".join(
+                f"    <key>{xml_escape(_check_value(k))}</key>\n    {string(v)}" for k, v in environment.items()
+            ),
+            "LOG_FILE": xml_escape(_check_value(str(log_file))),
+        },
+    )
+
+
+def plan(
+    manager: Manager,
+    run_args: list[str] | None = None,
+    env_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    executable: str | None = None,
+) -> ServicePlan:
+    """Render the service file and list the commands; touches nothing.
+
+    ``env_file`` is the file of API keys; for systemd it defaults to
+    ``$XDG_CONFIG_HOME/pbot-watch/env`` and is optional (``EnvironmentFile=-``). launchd has no
+    such key: an explicit one is passed as ``PBOT_WATCH_ENV_FILE`` and the service reads it.
+    """
+    command = service_command(list(run_args or []), executable)
+    environment = passed_environment(environ)
+    path = service_path(manager)
+    if manager == "systemd":
+        keys = env_file or default_env_file()
+        ctl = ["systemctl", "--user"]
+        return ServicePlan(
+            manager=manager,
+            path=path,
+            content=render_systemd(command, keys, environment),
+            command=command,
+            env_file=keys,
+            install_steps=[
+                Step(argv=[*ctl, "daemon-reload"], why="make systemd read the new unit"),
+                Step(argv=[*ctl, "enable", "--now", UNIT_NAME], why="start it now and at every login"),
+            ],
+            restart_steps=[Step(argv=[*ctl, "try-restart", UNIT_NAME], why="a running service picks up the change")],
+            uninstall_steps=[
+                Step(argv=[*ctl, "disable", "--now", UNIT_NAME], required=False, why="stop it and drop it from login"),
+                Step(argv=[*ctl, "daemon-reload"], required=False, why="forget the removed unit"),
+            ],
+            hints=[
+                "logs: journalctl --user -u pbot-watch -f",
+                "to keep it running while you are logged out: loginctl enable-linger",
+                f"API keys (KEY=VALUE lines) go in {keys}",
+            ],
+        )
+    if env_file is not None:
+        environment = {**environment, "PBOT_WATCH_ENV_FILE": os.path.abspath(env_file)}
+    domain = f"gui/{os.getuid()}"
+    log_file = launchd_log_file()
+    return ServicePlan(
+        manager=manager,
+        path=path,
+        content=render_launchd(command, environment, log_file),
+        command=command,
+        env_file=env_file,
+        log_file=log_file,
+        install_steps=[
+            # A loaded agent keeps its old definition: unload it first (fails harmlessly when not loaded).
+            Step(argv=["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"], required=False, why="unload an old copy"),
+            Step(argv=["launchctl", "enable", f"{domain}/{LAUNCHD_LABEL}"], why="allow it to load"),
+            Step(argv=["launchctl", "bootstrap", domain, str(path)], why="load and start it"),
+        ],
+        restart_steps=[],
+        uninstall_steps=[
+            Step(argv=["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"], required=False, why="stop and unload it"),
+        ],
+        hints=[
+            f"logs: tail -f {log_file}",
+            f"API keys (KEY=VALUE lines) go in {env_file or default_env_file()}",
+        ],
+    )
+
+
+def _run_steps(steps: list[Step]) -> tuple[list[StepResult], StepResult | None, list[Step]]:
+    """Run steps in order; stop at the first required one that fails and return what is left."""
+    ran: list[StepResult] = []
+    for index, step in enumerate(steps):
+        try:
+            done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+                step.argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
+            )
+            result = StepResult(step=step, returncode=done.returncode, output=(done.stdout + done.stderr).strip())
+        except (OSError, subprocess.TimeoutExpired) as error:
+            result = StepResult(step=step, returncode=-1, output=str(error))
+        ran.append(result)
+        if result.returncode != 0 and step.required:
+            return ran, result, steps[index:]
+    return ran, None, []
+
+
+def install(service: ServicePlan) -> Outcome:
+    """Write the file (only if its text changed), then activate it with the service manager."""
+    tool = service.install_steps[0].argv[0]
+    previous = _read(service.path)
+    changed = previous != service.content
+    if changed:
+        service.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(service.path, service.content.encode("utf-8"), mode=SERVICE_FILE_MODE)
+    if service.log_file is not None:
+        service.log_file.parent.mkdir(parents=True, exist_ok=True)
+    steps = service.install_steps + (service.restart_steps if changed and previous is not None else [])
+    if shutil.which(tool) is None:
+        return Outcome(plan=service, file_changed=changed, next_steps=steps, tool_missing=tool)
+    ran, failed, left = _run_steps(steps)
+    return Outcome(plan=service, file_changed=changed, ran=ran, failed=failed, next_steps=left)
+
+
+def uninstall(service: ServicePlan) -> Outcome:
+    """Stop and disable the service, then remove its file; stopping comes first so nothing is orphaned."""
+    tool = service.uninstall_steps[0].argv[0]
+    existed = service.path.exists()
+    stop, reload_after = service.uninstall_steps[:1], service.uninstall_steps[1:]
+    if shutil.which(tool) is None:
+        if existed:
+            service.path.unlink()
+        return Outcome(plan=service, file_changed=existed, next_steps=service.uninstall_steps, tool_missing=tool)
+    ran, failed, left = _run_steps(stop)
+    if existed:
+        service.path.unlink()
+    more, failed_after, left_after = _run_steps(reload_after)
+    return Outcome(
+        plan=service,
+        file_changed=existed,
+        ran=ran + more,
+        failed=failed or failed_after,
+        next_steps=left + left_after,
+    )
+
+
+def status(service: ServicePlan) -> ServiceStatus:
+    """Is the file there, is it what ``install`` would write now, and what does the manager say."""
+    text = _read(service.path)
+    tool = service.install_steps[-1].argv[0]
+    info = ServiceStatus(
+        manager=service.manager,
+        path=service.path,
+        installed=text is not None,
+        current=text == service.content,
+        tool=tool,
+        tool_available=shutil.which(tool) is not None,
+    )
+    if not info.tool_available:
+        return info
+    if service.manager == "systemd":
+        enabled = _query(["systemctl", "--user", "is-enabled", UNIT_NAME])
+        active = _query(["systemctl", "--user", "is-active", UNIT_NAME])
+        return info.model_copy(update={"enabled": enabled[1], "active": active[1], "detail": None})
+    code, out = _query(["launchctl", "print", f"gui/{os.getuid()}/{LAUNCHD_LABEL}"])
+    if code != 0:
+        return info.model_copy(update={"enabled": None, "active": "not loaded", "detail": out or None})
+    state = re.search(r"^\s*state = (\S+)", out, flags=re.MULTILINE)
+    return info.model_copy(update={"enabled": "loaded", "active": state.group(1) if state else "loaded"})
+
+
+def _query(argv: list[str]) -> tuple[int, str]:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return -1, str(error)
+    return done.returncode, (done.stdout.strip() or done.stderr.strip())
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
