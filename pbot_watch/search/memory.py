@@ -117,7 +117,7 @@ def _call_text(call: dict[str, Any]) -> str:
     arguments = call.get("arguments")
     if isinstance(arguments, dict) and isinstance(arguments.get("command"), str) and len(arguments) == 1:
         return f"{name}: {arguments['command']}"
-    return f"{name} {json.dumps(arguments, ensure_ascii=False, indent=2)}"
+    return f"{name} {json.dumps(arguments, ensure_ascii=False)}"
 
 
 def _stamp(entry: dict[str, Any]) -> str:

@@ -1,0 +1,153 @@
+"""search, read, memory search, recall and reindex through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.search.sessions import SessionWriter
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["pbot-watch", *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+@pytest.fixture
+def central(tmp_path: Path) -> tuple[Path, Path]:
+    sessions = tmp_path / "sessions"
+    shutil.copytree(FIXTURES / "real-v3", sessions / "v3")
+    archive = tmp_path / "archive"
+    assert 0 == run("index", "--sessions", str(sessions), "--archive", str(archive)).returncode
+    return sessions, archive
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert 1 == len(lines), result.stderr
+    assert lines[0].startswith("pbot-watch: ")
+    return lines[0]
+
+
+class TestSearchCommand:
+    def test_json_shape_and_read_round_trip(self, central: tuple[Path, Path]) -> None:
+        """--json gives the documented shape; an id from search reads with read --json."""
+        _, archive = central
+        result = run("search", "notes", "--archive", str(archive), "--json", "--limit", "2")
+        assert 0 == result.returncode, result.stderr
+        data = json.loads(result.stdout)
+        assert {"query", "match", "matches", "total", "nextOffset", "warnings"} == set(data)
+        assert 2 == len(data["matches"]) and data["nextOffset"] == 2
+        hit = data["matches"][0]
+        page = json.loads(run("read", hit["id"], "--archive", str(archive), "--json").stdout)
+        assert hit["id"] == page["id"]
+        assert "notes" in page["text"].lower()
+        assert page["source"]["entryIds"]
+
+    def test_human_output_lists_hits(self, central: tuple[Path, Path]) -> None:
+        """The human list shows kind, session name, snippet and id."""
+        _, archive = central
+        result = run("search", "notes", "--archive", str(archive), "--limit", "1")
+        assert 0 == result.returncode
+        assert "exchange" in result.stdout and "notes" in result.stdout.lower()
+        assert "next page: --offset 1" in result.stdout
+
+    def test_bad_range_is_one_line(self, central: tuple[Path, Path]) -> None:
+        """An inverted range fails with one stderr line and a usage exit code."""
+        _, archive = central
+        result = run("search", "x", "--archive", str(archive), "--from", "2026-12-01", "--to", "2026-11-01")
+        assert 2 == result.returncode
+        assert "time range" in one_error_line(result)
+
+    def test_unknown_node_and_offset_past_end(self, central: tuple[Path, Path]) -> None:
+        """read of an unknown id exits 4; an offset past the end exits 2; one line each."""
+        _, archive = central
+        unknown = run("read", "no-such-node", "--archive", str(archive))
+        assert 4 == unknown.returncode
+        assert "unknown node id" in one_error_line(unknown)
+        hit = json.loads(run("search", "notes", "--archive", str(archive), "--json").stdout)["matches"][0]
+        past = run("read", hit["id"], "--archive", str(archive), "--offset", "999999")
+        assert 2 == past.returncode
+        assert "past the end" in one_error_line(past)
+
+    def test_reindex_gives_the_same_results(self, central: tuple[Path, Path], tmp_path: Path) -> None:
+        """reindex rebuilds from the archive alone; results are the same before and after."""
+        sessions, archive = central
+        args = ("search", "the", "--archive", str(archive), "--json", "--limit", "50")
+        before = run(*args).stdout
+        state = Path(os.environ["XDG_STATE_HOME"]) / "pbot-watch" / "search.db"
+        state.unlink()
+        for suffix in ("-wal", "-shm"):
+            Path(str(state) + suffix).unlink(missing_ok=True)
+        rebuilt = run("reindex", "--archive", str(archive), "--sessions", str(sessions))
+        assert 0 == rebuilt.returncode, rebuilt.stderr
+        assert "records" in rebuilt.stdout
+        assert before == run(*args).stdout
+
+    def test_workspaces_found_from_session_headers(self, tmp_path: Path) -> None:
+        """Without --archive, records are found in the workspaces named by the session headers."""
+        workspace = tmp_path / "project"
+        workspace.mkdir()
+        root = tmp_path / "sessions"
+        w = SessionWriter(root / "p" / "s.jsonl", "sess-ws", cwd=str(workspace))
+        w.user("u1", "where is the 配置文件?")
+        w.entry("a1", {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "in config/"}], "stopReason": "stop"}})
+        assert 0 == run("index", "--sessions", str(root)).returncode
+        result = run("search", "配置", "--sessions", str(root), "--json")
+        data = json.loads(result.stdout)
+        assert 1 == data["total"]
+        assert str(workspace) == data["matches"][0]["workspace"]
+        narrowed = json.loads(run("search", "配置", "--sessions", str(root), "--workspace", str(tmp_path / "other"), "--json").stdout)
+        assert 0 == narrowed["total"]
+
+
+class TestMemoryCommands:
+    def test_search_recall_and_errors(self, tmp_path: Path) -> None:
+        """memory search finds a tool result; recall prints numbered lines; bad input is one line."""
+        root = tmp_path / "sessions"
+        w = SessionWriter(root / "s.jsonl", "sess-m")
+        w.user("u1", "list files")
+        w.assistant("a1", calls=[("c1", "bash", {"command": "ls"})])
+        w.tool_result("t1", "c1", "bash", "alpha.txt\nbeta.txt\n")
+        w.assistant("a2", "two files")
+        found = json.loads(run("memory", "search", "beta", "--sessions", str(root), "--json").stdout)
+        assert 1 == found["total"]
+        hit = found["hits"][0]
+        assert (3, "tool") == (hit["line"], hit["kind"])
+        recalled = run("recall", hit["handle"], "--from", "2", "--sessions", str(root))
+        assert 0 == recalled.returncode
+        assert "2  alpha.txt" in recalled.stdout and "3  beta.txt" in recalled.stdout
+        data = json.loads(run("recall", hit["handle"], "--sessions", str(root), "--json").stdout)
+        assert data["nextLine"] is None and 3 == data["totalLines"]
+        bad_handle = run("recall", "m1.nothing", "--sessions", str(root))
+        assert 4 == bad_handle.returncode
+        assert "unknown memory handle" in one_error_line(bad_handle)
+        bad_cursor = run("memory", "search", "beta", "--after", "zzz", "--sessions", str(root))
+        assert 2 == bad_cursor.returncode
+        assert "invalid cursor" in one_error_line(bad_cursor)
+        past = run("recall", hit["handle"], "--from", "9", "--sessions", str(root))
+        assert 2 == past.returncode
+        assert "outside" in one_error_line(past)
+
+
+class TestImports:
+    @pytest.mark.parametrize("command", [["search", "x"], ["read", "nope"], ["memory", "search", "x"], ["recall", "m1.x"]])
+    def test_no_litellm_or_watchdog(self, command: list[str], tmp_path: Path) -> None:
+        """search, read, memory search and recall never import litellm or watchdog."""
+        (tmp_path / "a").mkdir()
+        code = (
+            "import sys\n"
+            "from pbot_watch.cli import main\n"
+            f"try:\n    main({[*command, '--archive', str(tmp_path / 'a'), '--sessions', str(tmp_path)]!r})\n"
+            "except SystemExit:\n    pass\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'watchdog'))\n"
+            "print('IMPORTED', bad)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert "IMPORTED []" in result.stdout, result.stdout + result.stderr
