@@ -1,0 +1,122 @@
+"""``pbot-watch status``: running, not running and stale, from the real status file; exit codes 0 and 3."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pbot_watch.config import default_state_dir
+from pbot_watch.service.status import Status, assess, iso, read_status, write_status
+from tests.conftest import FIXTURES
+from tests.service.watcher import ServiceProcess
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def status_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["pbot-watch", "status", *args], capture_output=True, text=True, timeout=30, check=False)
+
+
+def fake_status(pid: int, age: float) -> Status:
+    """A status file as the service writes it, ``age`` seconds after its last heartbeat."""
+    beat = time.time() - age
+    return Status(
+        running=True, pid=pid, version="0.1.0", started=iso(beat - 60), uptime_seconds=60,
+        heartbeat=iso(beat), heartbeat_epoch=beat,
+    )
+
+
+class TestStatusCommand:
+    def test_running_service(self, tmp_path: Path) -> None:
+        """While the service runs: exit 0, and the JSON has every documented field."""
+        sessions = tmp_path / "sessions" / "--p--"
+        sessions.mkdir(parents=True)
+        shutil.copy(FIXTURES / "real-v3" / "01-plain-multiturn.jsonl", sessions)
+        with ServiceProcess([sessions.parent], tmp_path / "archive").start() as service:
+            result = status_cli("--json")
+            assert result.returncode == 0, result.stdout + result.stderr
+            document = json.loads(result.stdout)
+            assert (document["state"], document["running"], document["pid"]) == ("running", True, service.pid)
+            assert document["observer"]["kind"] == "inotify"
+            assert document["roots"] == [{"path": str(sessions.parent), "exists": True, "watched": True}]
+            assert (document["files_tracked"], document["sessions_tracked"], document["records_written"]) == (1, 1, 1)
+            assert document["bytes_parsed_total"] == (sessions / "01-plain-multiturn.jsonl").stat().st_size
+            assert document["activity"] in ("idle", "busy")
+            assert document["summaries"]["model"] == "offline"
+            for key in ("version", "uptime_seconds", "heartbeat", "workspaces_written", "last_append",
+                        "bytes_parsed_last_append", "pending_files", "idle_worker", "errors", "warnings"):
+                assert key in document
+            human = status_cli()
+            assert human.returncode == 0
+            assert human.stdout.startswith(f"pbot-watch: running (pid {service.pid})")
+            assert "observer   inotify" in human.stdout
+            assert service.stop() == 0
+        stopped = status_cli()
+        assert stopped.returncode == 3
+        assert "not running (stopped at" in stopped.stdout
+
+    def test_never_ran(self) -> None:
+        """No status file: not running, exit 3, and no state folder is created."""
+        result = status_cli()
+        assert result.returncode == 3
+        assert "not running" in result.stdout
+        assert not default_state_dir().exists()
+
+    def test_stale_heartbeat(self) -> None:
+        """An old heartbeat from a live pid is stale (exit 3), not running."""
+        write_status(_state_dir(), fake_status(os.getpid(), age=60))
+        result = status_cli("--json")
+        assert result.returncode == 3
+        document = json.loads(result.stdout)
+        assert (document["state"], document["running"]) == ("stale", False)
+        assert "heartbeat" in document["detail"]
+
+    def test_dead_pid(self) -> None:
+        """A status file left by a killed service (its pid gone) reads as not running."""
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        write_status(_state_dir(), fake_status(gone.pid, age=0))
+        result = status_cli()
+        assert result.returncode == 3
+        assert f"pid {gone.pid} is gone" in result.stdout
+
+    def test_fresh_heartbeat_without_the_lock_is_stale(self) -> None:
+        """A live pid that does not hold the service lock is not our service (pid reuse)."""
+        folder = _state_dir()
+        status = fake_status(os.getpid(), age=0)
+        write_status(folder, status)
+        assert assess(folder, read_status(folder))[0] == "stale"
+
+    def test_state_dir_flag(self, tmp_path: Path) -> None:
+        """``--state-dir`` reads another folder's status."""
+        write_status(tmp_path, fake_status(os.getpid(), age=60))
+        result = status_cli("--state-dir", str(tmp_path))
+        assert result.returncode == 3
+        assert "stale" in result.stdout
+
+    def test_imports_stay_light(self) -> None:
+        """``status`` never imports litellm, watchdog or the indexer, and answers fast."""
+        code = (
+            "import sys, time\n"
+            "start = time.monotonic()\n"
+            "from pbot_watch.cli import main\n"
+            "try:\n    main(['status'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('litellm', 'watchdog', 'pbot_watch.indexer', 'pbot_watch.service.run')"
+            " if m in sys.modules]\n"
+            "print('HEAVY', heavy)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False)
+        assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+
+
+def _state_dir() -> Path:
+    folder = default_state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
