@@ -52,11 +52,12 @@ class Step:
     tool_call: bool = False
     name: str | None = None
     is_info: bool = False
+    links: int = 0
 
 
-def step_of(entry: dict[str, Any]) -> Step:
-    """Reduce an entry dict to a ``Step``."""
-    step = Step(entry.get("id"), entry.get("parentId"))
+def step_of(entry: dict[str, Any], links: int = 0) -> Step:
+    """Reduce an entry dict (ids normalised by ``SessionReader``) to a ``Step``."""
+    step = Step(entry.get("id"), entry.get("parentId"), links=links)
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")

@@ -35,6 +35,11 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
+def utf16_key(text: str) -> bytes:
+    """A sort key giving JavaScript's default string order (UTF-16 code units)."""
+    return text.encode("utf-16-be", "surrogatepass")
+
+
 def utf16_slice(text: str, start: int, end: int | None = None) -> str:
     """``text.slice(start, end)`` in UTF-16 units.
 
@@ -48,6 +53,44 @@ def utf16_slice(text: str, start: int, end: int | None = None) -> str:
     return units[2 * start : stop].decode("utf-16-le", "surrogatepass")
 
 
+def js_number(value: float) -> str:
+    """``Number.prototype.toString()``: JSON numbers are doubles in JavaScript, printed its way.
+
+    Python's ``repr`` gives the same shortest round-trip digits; only the layout differs
+    (``1e-7`` not ``1e-07``, ``1e+21``, no ``.0``), and integers beyond 2**53 lose precision.
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf if value > 0 else -math.inf
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "Infinity" if number > 0 else "-Infinity"
+    if number == 0:
+        return "0"
+    sign = "-" if number < 0 else ""
+    mantissa, _, exponent = repr(abs(number)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    every = whole + fraction
+    significant = every.lstrip("0")
+    digits = significant.rstrip("0")
+    # value = 0.<digits> x 10**point, as ECMAScript's Number::toString defines n
+    point = len(whole) - (len(every) - len(significant)) + (int(exponent) if exponent else 0)
+    k, n = len(digits), point
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        mark = "+" if e >= 0 else "-"
+        text = digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + mark + str(abs(e))
+    return sign + text
+
+
 def js_string(value: Any) -> str:
     """``String(value)`` for the JSON values a text block can hold."""
     if value is None:
@@ -56,12 +99,8 @@ def js_string(value: Any) -> str:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e21:
-            return str(int(value))
-        return repr(value) if math.isfinite(value) else str(value)
+    if isinstance(value, (int, float)):
+        return js_number(value)
     if isinstance(value, list):
         return ",".join("" if item is None else js_string(item) for item in value)
     return "[object Object]"
@@ -70,23 +109,40 @@ def js_string(value: Any) -> str:
 UNDEFINED = "undefined"
 
 
-def locale_key(value: str) -> tuple[Any, ...]:
-    """A sort key close to ``localeCompare`` (ICU root collation) for pbot's ``from`` values.
+def js_truthy(value: Any) -> bool:
+    """``Boolean(value)`` for a JSON value: empty arrays and objects are true in JavaScript."""
+    if isinstance(value, (list, dict)):
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    return bool(value)
 
-    For ISO timestamps of one shape it is plain code-point order, which is what matters;
-    it also keeps punctuation before digits before letters and ignores case first, as ICU does.
+
+# ICU's root collation order of printable ASCII (what ``localeCompare`` uses under en-US), as
+# printed by Node 22: punctuation and symbols are not ignorable and sort before digits, letters
+# compare case-insensitively first and put lowercase first only when all else is equal.
+_ICU_ASCII_ORDER = "\t\n\v\f\r _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789abcdefghijklmnopqrstuvwxyz"
+_PRIMARY = {ch: i for i, ch in enumerate(_ICU_ASCII_ORDER)}
+_PRIMARY.update({ch.upper(): i for ch, i in list(_PRIMARY.items()) if ch.isalpha()})
+
+
+def locale_key(value: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A sort key equal to ``localeCompare`` (ICU root collation) for ASCII text such as timestamps.
+
+    Primary weights first (case folded), then case (lowercase first); control characters
+    are ignorable. Other characters sort after ASCII by code point, an approximation.
     """
-
-    def weight(ch: str) -> tuple[int, str]:
-        if ch.isdigit():
-            return (2, ch)
-        if ch.isalpha():
-            return (3, ch.casefold())
-        if ch.isspace():
-            return (0, ch)
-        return (1, ch)
-
-    return (tuple(weight(ch) for ch in value), value.swapcase())
+    primary: list[int] = []
+    tertiary: list[int] = []
+    for ch in value:
+        weight = _PRIMARY.get(ch)
+        if weight is None:
+            if ord(ch) < 0x20 or ord(ch) == 0x7F:
+                continue
+            weight = 0x100 + ord(ch)
+        primary.append(weight)
+        tertiary.append(1 if "A" <= ch <= "Z" else 0)
+    return tuple(primary), tuple(tertiary)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

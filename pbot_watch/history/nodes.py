@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from pbot_watch.history.jstext import locale_key
+from pbot_watch.history.jstext import UNDEFINED, js_truthy, locale_key, utf16_key
 
 GROUP = 4
 
@@ -63,14 +63,15 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
             and (
                 all(child not in changed for child in children)
                 if level
-                else before.get("text") == value["text"] and before.get("completed") == value["completed"]
+                # ``===``: a stored ``1`` is not ``true``
+                else before.get("text") == value["text"] and before.get("completed") is value["completed"]
             )
         )
         node = dict(value)
         node.update(id=key, kind="summary" if level else "exchange", level=level, children=children, parents=[])
         if level:
             node["text"] = before.get("text", "") if same and before is not None else ""
-            node["ready"] = bool(same and before is not None and before.get("ready"))
+            node["ready"] = bool(same and before is not None and js_truthy(before.get("ready")))
             if node["ready"] and before is not None:
                 # Fields pbot does not know (who wrote the summary, from what input) travel with it.
                 for extra, extra_value in before.items():
@@ -113,8 +114,14 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
         for node in layer:
             roots.setdefault(node["id"], None)
 
-    dates = sorted(d for n in nodes.values() for d in (n["from"], n["to"]) if d)
-    ordered_roots = sorted(roots, key=lambda key: locale_key(nodes[key]["from"]))
+    # pbot sorts every from/to with the default (UTF-16) order, missing ones last: a node
+    # without a timestamp ("" here, absent in pbot) leaves the session's ``to`` empty.
+    stamps = [d for n in nodes.values() for d in (n["from"], n["to"])]
+    dates = sorted((d for d in stamps if d), key=utf16_key)
+    untimed = len(dates) < len(stamps)
+    # ``a.from.localeCompare(b.from)``: a node without time (undefined in pbot) compares as the
+    # string "undefined" whenever pbot gets through the sort at all.
+    ordered_roots = sorted(roots, key=lambda key: locale_key(nodes[key]["from"] or UNDEFINED))
     nodes[record_id] = {
         "id": record_id,
         "kind": "session",
@@ -124,7 +131,7 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
         "ready": True,
         "completed": all(n["completed"] for n in nodes.values()),
         "from": dates[0] if dates else "",
-        "to": dates[-1] if dates else "",
+        "to": dates[-1] if dates and not untimed else "",
         "parents": [],
         "children": ordered_roots,
     }

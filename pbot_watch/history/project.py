@@ -32,9 +32,10 @@ class SessionFile:
     def feed(self, chunk: bytes) -> int:
         """Consume bytes; return how many entries were added."""
         self.bytes_parsed += len(chunk)
-        entries = self.reader.feed(chunk)
-        for entry in entries:
-            self.tree.add(entry)
+        entries = self.reader.feed_links(chunk)
+        add = self.tree.add
+        for entry, links in entries:
+            add(entry, links)
         return len(entries)
 
     @property

@@ -15,6 +15,7 @@ from typing import Any
 
 from pbot_watch.history.exchanges import ExchangeBuilder, Step, step_of
 from pbot_watch.history.jstext import js_trim
+from pbot_watch.pi.entries import ID_MISSING, ID_NULL, PARENT_MISSING, PARENT_NULL
 
 
 @dataclass
@@ -24,12 +25,23 @@ class SessionTree:
     parent_count: Counter[str] = field(default_factory=Counter)
     name: str | None = None
     cycles: set[str] = field(default_factory=set)
+    # Pi's leafId: the id of the last entry in file order (None when it has no usable id).
+    leaf: str | None = None
+    # Whether some entry's parentId is null / missing: pbot's ``parents`` set then holds that
+    # value, and entries whose id is null / missing are not tips.
+    parent_null: bool = False
+    parent_missing: bool = False
     # tip id -> exchange state of the branch ending there; tips without an entry are recomputed.
     _tips: dict[str, ExchangeBuilder | None] = field(default_factory=dict)
 
-    def add(self, entry: dict[str, Any]) -> None:
-        step = step_of(entry)
+    def add(self, entry: dict[str, Any], links: int = 0) -> None:
+        step = step_of(entry, links)
         self.steps.append(step)
+        self.leaf = step.id
+        if links & PARENT_NULL:
+            self.parent_null = True
+        elif links & PARENT_MISSING:
+            self.parent_missing = True
         if step.is_info:
             # getSessionName(): the latest session_info in file order; an empty name clears it.
             self.name = js_trim(step.name) if step.name is not None else None
@@ -56,11 +68,23 @@ class SessionTree:
             self._tips[entry_id] = None
 
     def tips(self) -> list[str]:
-        """Tip ids in file order, each once (duplicate tips give identical branches)."""
+        """Tip ids in file order, each once (duplicate tips give identical branches).
+
+        pbot keeps every entry whose raw id is not some entry's raw parentId. An entry with a
+        null or missing id can pass that test; ``getBranch(undefined)`` then walks from the leaf,
+        so the leaf's branch takes that entry's place in the order.
+        """
         seen: dict[str, None] = {}
+        counts = self.parent_count
         for step in self.steps:
-            if step.id is not None and not self.parent_count[step.id]:
-                seen.setdefault(step.id, None)
+            if step.id is not None:
+                if not counts[step.id]:
+                    seen.setdefault(step.id, None)
+            elif self.leaf is not None and (
+                (step.links & ID_NULL and not self.parent_null)
+                or (step.links & ID_MISSING and not self.parent_missing)
+            ):
+                seen.setdefault(self.leaf, None)
         return list(seen)
 
     def branch(self, tip: str) -> list[Step]:

@@ -115,6 +115,29 @@ def v1_entry_id(session_id: str, ordinal: int) -> str:
     return hashlib.blake2b(f"{session_id}\0{ordinal}".encode(), digest_size=4).hexdigest()
 
 
+# How an entry's ``id``/``parentId`` looked before normalisation. personal-bot finds tips with
+# ``!parents.has(entry.id)`` over raw values, so ``null`` and a missing key are distinct values
+# there (and ``getBranch(undefined)`` falls back to the leaf). Ids that are neither a string nor
+# null are treated as missing: Pi never writes them.
+ID_NULL = 1
+ID_MISSING = 2
+PARENT_NULL = 4
+PARENT_MISSING = 8
+
+
+def _link_shape(entry: dict[str, Any]) -> int:
+    shape = 0
+    if "id" not in entry or not (entry["id"] is None or isinstance(entry["id"], str)):
+        shape |= ID_MISSING
+    elif entry["id"] is None:
+        shape |= ID_NULL
+    if "parentId" not in entry or not (entry["parentId"] is None or isinstance(entry["parentId"], str)):
+        shape |= PARENT_MISSING
+    elif entry["parentId"] is None:
+        shape |= PARENT_NULL
+    return shape
+
+
 class SessionReader:
     """Bytes of one session file in, migrated entry dicts out; incremental by construction.
 
@@ -142,14 +165,18 @@ class SessionReader:
         return self.lines.consumed
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+        return [entry for entry, _ in self.feed_links(chunk)]
+
+    def feed_links(self, chunk: bytes) -> list[tuple[dict[str, Any], int]]:
+        """Like ``feed``, with each entry's link shape (``ID_NULL``, ``PARENT_MISSING``...)."""
+        out: list[tuple[dict[str, Any], int]] = []
         for line in self.lines.feed(chunk):
             entry = self._line(line)
             if entry is not None:
                 out.append(entry)
         return out
 
-    def _line(self, line: bytes) -> dict[str, Any] | None:
+    def _line(self, line: bytes) -> tuple[dict[str, Any], int] | None:
         if not line.strip():
             self.blank += 1
             return None
@@ -163,8 +190,10 @@ class SessionReader:
         if self.header is None:
             return self._first(value)
         if not isinstance(value, dict):
+            # JSON that is not an object: Pi's loader keeps it as an entry without id or parent
+            # (it still moves the leaf), so it stays in the tree as an empty entry. Counted as bad input.
             self.malformed += 1
-            return None
+            value = {}
         if value.get("type") == "session":
             # getEntries() drops every header line; a second one (concatenated files) adds nothing.
             self.extra_headers += 1
@@ -185,13 +214,15 @@ class SessionReader:
         self._v2 = version < CURRENT_SESSION_VERSION
         return None
 
-    def _migrate(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _migrate(self, entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
         if self._v1:
             assert self.header is not None
             entry["id"] = v1_entry_id(self.header.id, self._ordinal)
             entry["parentId"] = self._previous_id
             self._previous_id = entry["id"]
+            shape = PARENT_NULL if entry["parentId"] is None else 0
         else:
+            shape = _link_shape(entry)
             entry_id = entry.get("id")
             parent = entry.get("parentId")
             entry["id"] = entry_id if isinstance(entry_id, str) and entry_id else None
@@ -201,4 +232,4 @@ class SessionReader:
             if isinstance(message, dict) and message.get("role") == "hookMessage":
                 message["role"] = "custom"
         self._ordinal += 1
-        return entry
+        return entry, shape
