@@ -9,6 +9,7 @@ tick (or one batch, which is bounded in time); a second Ctrl-C exits at once.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import queue
 import signal
@@ -52,9 +53,32 @@ TICK_SECONDS = 0.1
 MAX_DEBOUNCE_DELAY = 0.5
 # One batch of reads stops after this long so heartbeats and stop requests stay timely.
 BATCH_SECONDS = 0.5
+CHUNK_FILES = 32
+CHUNK_BYTES = 4 << 20
 RETRY_SECONDS = (1, 5, 30, 120)
 SHUTDOWN_SECONDS = 1.0
 EXIT_FORCED = 130
+
+
+def _chunks(paths: list[Path]) -> Iterator[list[Path]]:
+    """Batches of at most CHUNK_FILES files or about CHUNK_BYTES of them.
+
+    One batch is one SQLite commit, so batches amortise the fsync over many small files; the
+    byte bound keeps a batch short (a stop request is seen between batches).
+    """
+    chunk: list[Path] = []
+    size = 0
+    for path in paths:
+        try:
+            size += os.stat(path).st_size
+        except OSError:
+            pass
+        chunk.append(path)
+        if len(chunk) >= CHUNK_FILES or size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
 
 
 class StartupError(Exception):
@@ -184,8 +208,6 @@ class Server:
         self.activity = "busy" if todo else "idle"
 
     def _excluded(self, workspace: str) -> bool:
-        import fnmatch  # noqa: PLC0415 - only at start
-
         settings = self.settings
         if settings.include and not any(fnmatch.fnmatchcase(workspace, p) for p in settings.include):
             return True
@@ -267,11 +289,9 @@ class Server:
             return
         due.sort()
         deadline = time.monotonic() + BATCH_SECONDS
-        start = 0
-        while start < len(due) and not self.should_exit:
-            # Chunks keep each commit small; the deadline keeps heartbeats and stops timely.
-            chunk = due[start : start + 32]
-            start += len(chunk)
+        for chunk in _chunks(due):
+            if self.should_exit:
+                break
             for path in chunk:
                 self.pending.pop(path, None)
             self._sync(chunk)

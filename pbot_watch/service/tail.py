@@ -33,9 +33,10 @@ from pbot_watch.pi.cursor import Cursor, plan
 from pbot_watch.service.hooks import RecordListener
 from pbot_watch.service.state import FileState, StateStore
 
-# Parsed state is about 0.4x the file's bytes; this keeps the sessions in memory near 40 MB
-# however large they are, which with the interpreter and watchdog stays well under 200 MB RSS.
-MEMORY_BUDGET_BYTES = 96 << 20
+# Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
+# CJK, stored as 2-byte str) of a file's bytes. 32 MB of session files in memory is at most
+# about 130 MB of parsed state, which keeps the service under 200 MB RSS in the worst case.
+MEMORY_BUDGET_BYTES = 32 << 20
 # An unfinished last line (Pi died mid-write) is at most this long before we just re-read.
 PARTIAL_PEEK_BYTES = 1 << 20
 
@@ -209,7 +210,10 @@ class Tailer:
             done.extend(siblings)
         self._persist([p for p in dict.fromkeys(done) if p not in report.failed], skipped)
         report.changed_state = bool(results)
-        self._trim()
+        # Files read only to catch up (nobody appended to them since we last ran) are the bulk of
+        # a first start; keeping them would make memory grow with the archive, not with activity.
+        cold = [p for p in dict.fromkeys(done) if p in catching_up and p not in report.appended]
+        self._trim(cold)
         return report
 
     def _read(self, path: Path, report: BatchReport) -> SyncResult | None:
@@ -293,8 +297,13 @@ class Tailer:
                     if not files:
                         del self._by_session[known.session_id]
 
-    def _trim(self) -> None:
-        """Drop the least recently read files from memory beyond the count and byte budgets."""
+    def _trim(self, cold: Iterable[Path] = ()) -> None:
+        """Drop ``cold`` files, then the least recently read ones beyond the count and byte budgets."""
+        evicted = False
+        for path in cold:
+            self.indexer.forget(path)
+            self._recent.pop(path, None)
+            evicted = True
 
         def over() -> bool:
             if len(self.indexer.files) > self.max_in_memory:
@@ -302,7 +311,6 @@ class Tailer:
             total = sum(t.state.reader.consumed for t in self.indexer.files.values())
             return total > self.memory_budget and len(self.indexer.files) > 1
 
-        evicted = False
         while over() and self._recent:
             path, _ = self._recent.popitem(last=False)
             self.indexer.forget(path)

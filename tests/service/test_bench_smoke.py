@@ -1,0 +1,29 @@
+"""``bench/watch_latency.py --smoke`` runs end to end and reports every figure (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_watch_latency_smoke() -> None:
+    """Every phase reports its figures; every answer written reached its record."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "watch_latency.py"), "--smoke", "--json"],
+        capture_output=True, text=True, timeout=110, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(result.stdout)
+    assert set(figures) == {"latency", "big session", "idle", "memory"}
+    assert figures["latency"]["missing"] == 0
+    assert figures["latency"]["answers seen in records"] > 0
+    # One appended pair parses the pair's bytes, not the session's.
+    assert figures["big session"]["bytes parsed for the append"] == figures["big session"]["appended bytes"]
+    assert figures["memory"]["records written"] == figures["memory"]["sessions"]
