@@ -25,6 +25,7 @@ def _register() -> None:
     from pbot_watch.cli import run_cmd, status_cmd  # noqa: F401, PLC0415
     from pbot_watch.cli import config_cmd  # noqa: F401, PLC0415
     from pbot_watch.cli import service_cmd  # noqa: F401, PLC0415
+    from pbot_watch.cli import mcp_cmd  # noqa: F401, PLC0415
 
 
 _register()
