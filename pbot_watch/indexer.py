@@ -17,10 +17,11 @@ from typing import Literal
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor, fingerprint, plan
+from pbot_watch.pi.entries import SessionReader
 
 READ_CHUNK = 1 << 20
 
-Outcome = Literal["written", "unchanged", "empty", "skipped", "not-session", "gone", "idle"]
+Outcome = Literal["written", "unchanged", "empty", "skipped", "not-session", "gone", "unreadable", "idle"]
 
 
 @dataclass
@@ -71,44 +72,53 @@ class Indexer:
         except FileNotFoundError:
             self.forget(path)
             return SyncResult(path, "gone")
+        except OSError as error:
+            return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
         try:
-            st = os.fstat(fd)
-            tracked = self.files.get(path)
-            cursor = tracked.cursor if tracked else None
-            head_range, tail_range = Cursor.windows(cursor.offset if cursor else 0)
-            decision = plan(
-                cursor,
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                _read_range(fd, *head_range),
-                _read_range(fd, *tail_range),
-            )
-            if tracked is None or decision == "reread":
-                tracked = Tracked(SessionFile())
-                self.files[path] = tracked
-            if decision == "nothing" and tracked.cursor is not None:
-                return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
-            start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
-            bytes_read = 0
-            added = 0
-            while True:
-                chunk = os.pread(fd, READ_CHUNK, start + bytes_read)
-                if not chunk:
-                    break
-                bytes_read += len(chunk)
-                added += tracked.state.feed(chunk)
-            offset = tracked.state.reader.consumed
-            head_range, tail_range = Cursor.windows(offset)
-            tracked.cursor = Cursor(
-                st.st_dev,
-                st.st_ino,
-                offset,
-                fingerprint(_read_range(fd, *head_range)),
-                fingerprint(_read_range(fd, *tail_range)),
-            )
+            return self._read_fd(path, fd)
+        except OSError as error:
+            # A file replaced by a folder, an I/O error: report it and keep the old state.
+            return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
         finally:
             os.close(fd)
+
+    def _read_fd(self, path: Path, fd: int) -> SyncResult:
+        """Plan from the cursor, feed the new bytes, move the cursor (one open file)."""
+        st = os.fstat(fd)
+        tracked = self.files.get(path)
+        cursor = tracked.cursor if tracked else None
+        head_range, tail_range = Cursor.windows(cursor.offset if cursor else 0)
+        decision = plan(
+            cursor,
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            _read_range(fd, *head_range),
+            _read_range(fd, *tail_range),
+        )
+        if tracked is None or decision == "reread":
+            tracked = Tracked(SessionFile())
+            self.files[path] = tracked
+        if decision == "nothing" and tracked.cursor is not None:
+            return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
+        start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
+        bytes_read = 0
+        added = 0
+        while True:
+            chunk = os.pread(fd, READ_CHUNK, start + bytes_read)
+            if not chunk:
+                break
+            bytes_read += len(chunk)
+            added += tracked.state.feed(chunk)
+        offset = tracked.state.reader.consumed
+        head_range, tail_range = Cursor.windows(offset)
+        tracked.cursor = Cursor(
+            st.st_dev,
+            st.st_ino,
+            offset,
+            fingerprint(_read_range(fd, *head_range)),
+            fingerprint(_read_range(fd, *tail_range)),
+        )
         result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
         state = tracked.state
         result.malformed = state.reader.malformed
@@ -138,6 +148,11 @@ class Indexer:
         except WorkspaceSkipped as skipped:
             result.outcome = "skipped"
             result.warnings.append(str(skipped))
+            return result
+        except OSError as error:
+            # Disk full, a folder made read-only mid-run: this session waits, the others go on.
+            result.outcome = "skipped"
+            result.warnings.append(f"cannot write the record of session {session_id}: {error}")
             return result
         result.outcome, result.record = outcome, record
         if self.on_record is not None and outcome == "written":
@@ -189,37 +204,74 @@ def index_all(
             raise MissingRoot(f"session root {root} does not exist")
     paths = [p for root in roots for p in iter_session_files(root)]
     report = IndexReport(files=len(paths))
-    indexer = Indexer(store)
-    # Read everything first: a session id spread over several files makes one record.
+    total = 2 * len(paths)
+    # A session id spread over several files (an /import copy) makes one record, so files are
+    # grouped by their header first; then one session at a time is read whole and saved, and
+    # its parsed state dropped: memory stays bounded by the largest session, not the corpus.
     by_session: dict[str, list[Path]] = {}
     for done, path in enumerate(paths, 1):
-        result = indexer._read_only(path)  # noqa: SLF001 - same pipeline, save deferred
-        report.bytes_read += result.bytes_read
-        report.malformed += result.malformed
-        if result.outcome == "not-session":
+        try:
+            header = read_session_id(path)
+        except OSError as error:
+            report.warnings.append(f"{path}: cannot read: {error.strerror}")
+            header = None
+        if header is False:
             report.not_session += 1
-        elif result.session_id is not None:
-            by_session.setdefault(result.session_id, []).append(path)
+        elif header is not None:
+            by_session.setdefault(header, []).append(path)
         if progress is not None:
-            progress(done, len(paths) * 2)
+            progress(done, total)
     report.sessions = len(by_session)
-    for done, (session_id, files) in enumerate(sorted(by_session.items()), 1):
-        tracked = indexer.files[files[0]]
-        result = indexer._save_session(  # noqa: SLF001
-            SyncResult(files[0], "idle", session_id, tracked.workspace)
+    indexer = Indexer(store)
+    done = len(paths)
+    for session_id, files in sorted(by_session.items()):
+        readable: list[Path] = []
+        for path in files:
+            result = indexer._read_only(path)  # noqa: SLF001 - same pipeline, save batched per session
+            report.bytes_read += result.bytes_read
+            report.malformed += result.malformed
+            report.warnings.extend(result.warnings)
+            if result.session_id == session_id:
+                readable.append(path)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        if not readable:
+            report.skipped += 1
+            continue
+        tracked = indexer.files[readable[0]]
+        saved = indexer._save_session(  # noqa: SLF001
+            SyncResult(readable[0], "idle", session_id, tracked.workspace)
         )
-        report.warnings.extend(result.warnings)
-        if result.outcome == "written":
+        report.warnings.extend(saved.warnings)
+        if saved.outcome == "written":
             report.written += 1
-        elif result.outcome == "unchanged":
+        elif saved.outcome == "unchanged":
             report.unchanged += 1
-        elif result.outcome == "skipped":
+        elif saved.outcome == "skipped":
             report.skipped += 1
         else:
             report.empty += 1
-        # The whole file's state is no longer needed once its record is on disk.
         for path in files:
             indexer.forget(path)
-        if progress is not None:
-            progress(len(paths) + done * len(paths) // max(1, len(by_session)), len(paths) * 2)
     return report
+
+
+HEADER_CHUNK = 1 << 16
+
+
+def read_session_id(path: Path) -> str | None | Literal[False]:
+    """The session id in ``path``'s header; ``False`` when it is not a session, ``None`` if unknown yet.
+
+    Reads only as far as the header (Pi's rule: the first parsed line must be the session).
+    """
+    reader = SessionReader()
+    with path.open("rb") as handle:
+        while reader.header is None and not reader.not_session:
+            chunk = handle.read(HEADER_CHUNK)
+            if not chunk:
+                break
+            reader.feed(chunk)
+    if reader.not_session:
+        return False
+    return reader.header.id if reader.header is not None else None

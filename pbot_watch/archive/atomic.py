@@ -12,8 +12,26 @@ DIR_MODE = 0o700
 
 
 def ensure_dir(path: Path) -> None:
-    """Create ``path`` (and parents) private to the user; existing folders keep their mode."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    """Create ``path`` and any missing parents as 0700; folders that exist keep their mode.
+
+    ``mkdir(parents=True, mode=...)`` gives the mode to the last folder only, and the umask
+    can lower it; records hold conversations, so every folder we create is private.
+    """
+    if path.is_dir():
+        return
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(folder, DIR_MODE)
 
 
 def fsync_dir(path: Path) -> None:

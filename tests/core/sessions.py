@@ -236,3 +236,32 @@ def has_cycle(entries: list[dict[str, Any]]) -> bool:
             parent = current.get("parentId")
             current = by_id.get(parent) if isinstance(parent, str) and parent else None
     return False
+
+
+# ---- running the pure pipeline -----------------------------------------------------------
+
+
+def history_of(data: bytes) -> Any:
+    """``SessionHistory`` of a whole file (``None`` without exchanges), through ``SessionFile``."""
+    from pbot_watch.history.project import SessionFile  # noqa: PLC0415
+
+    state = SessionFile()
+    state.feed(data)
+    return state.history()
+
+
+def record_of(data: bytes, previous: dict[str, Any] | None = None, record_id: str = "rec") -> dict[str, Any]:
+    """The record of a whole file, with a fixed record id (or ``previous``'s)."""
+    from pbot_watch.history.nodes import index_history  # noqa: PLC0415
+
+    history = history_of(data)
+    assert history is not None
+    return index_history(history, previous or {"id": record_id, "nodes": []})
+
+
+def exchanges_of(data: bytes) -> list[list[tuple[list[str], bool, str]]]:
+    """Per branch: (entryIds, completed, text) of each exchange."""
+    history = history_of(data)
+    if history is None:
+        return []
+    return [[(e["entryIds"], e["completed"], e["text"]) for e in branch] for branch in history.branches]
