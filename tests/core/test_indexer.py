@@ -1,0 +1,171 @@
+"""The one pipeline: ``Indexer.sync`` on growing files and ``index_all`` over session roots."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from pbot_watch.archive.files import ArchiveStore
+from pbot_watch.indexer import Indexer, index_all
+from tests.conftest import FIXTURES
+from tests.core.sessions import SessionBuilder
+
+
+def session(root: Path, name: str, builder: SessionBuilder) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(builder.bytes())
+    return path
+
+
+def records(folder: Path) -> dict[str, dict[str, object]]:
+    return {r["sessionId"]: r for r in (json.loads(p.read_text()) for p in folder.glob("*.json"))}
+
+
+class TestSync:
+    def test_appends_in_pieces_equal_whole_file(self, tmp_path: Path) -> None:
+        """A file appended in pieces (cut mid-line and mid-character) ends with the whole file's record."""
+        b = SessionBuilder(cwd=str(tmp_path))
+        for i in range(9):
+            b.turn(f"question {i} 中文", f"answer {i} 😀")
+        data = b.bytes()
+        path = tmp_path / "s.jsonl"
+        indexer = Indexer(ArchiveStore(central=tmp_path / "live"))
+        path.write_bytes(b"")
+        for cut in range(0, len(data), 997):
+            with path.open("ab") as handle:
+                handle.write(data[cut : cut + 997])
+            indexer.sync(path)
+        whole = tmp_path / "whole.jsonl"
+        whole.write_bytes(data)
+        Indexer(ArchiveStore(central=tmp_path / "once")).sync(whole)
+        assert records(tmp_path / "once") == records(tmp_path / "live")
+
+    def test_append_reads_only_new_bytes(self, tmp_path: Path) -> None:
+        """After the first pass, a sync reads only what was appended."""
+        b = SessionBuilder(cwd=str(tmp_path))
+        b.turn("first")
+        path = session(tmp_path, "s.jsonl", b)
+        indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
+        indexer.sync(path)
+        size = path.stat().st_size
+        b.turn("second")
+        path.write_bytes(b.bytes())
+        result = indexer.sync(path)
+        assert (path.stat().st_size - size, False, "written") == (result.bytes_read, result.reread, result.outcome)
+        assert "idle" == indexer.sync(path).outcome
+
+    def test_rewrite_in_place_reads_again(self, tmp_path: Path) -> None:
+        """A shorter file (Pi's migration rewrite) is read again from the start."""
+        b = SessionBuilder(cwd=str(tmp_path))
+        for i in range(3):
+            b.turn(f"q{i}")
+        path = session(tmp_path, "s.jsonl", b)
+        indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
+        indexer.sync(path)
+        shorter = SessionBuilder(cwd=str(tmp_path))
+        shorter.turn("only one")
+        path.write_bytes(shorter.bytes())
+        result = indexer.sync(path)
+        assert result.reread
+        record = next(iter(records(tmp_path / "a").values()))
+        assert 2 == len(record["nodes"])  # type: ignore[arg-type]
+
+    def test_deleted_file_keeps_its_record(self, tmp_path: Path) -> None:
+        """A session file that disappears is forgotten; its record stays."""
+        b = SessionBuilder(cwd=str(tmp_path))
+        b.turn("q")
+        path = session(tmp_path, "s.jsonl", b)
+        indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
+        indexer.sync(path)
+        path.unlink()
+        assert "gone" == indexer.sync(path).outcome
+        assert 1 == len(records(tmp_path / "a"))
+
+
+class TestIndexAll:
+    def test_cycle_is_warned_and_other_sessions_indexed(self, tmp_path: Path) -> None:
+        """A session with a parentId cycle is indexed with a warning; the other sessions are written too."""
+        roots = tmp_path / "sessions"
+        bad = SessionBuilder(session_id="s-cycle", cwd=str(tmp_path))
+        bad.user("q", id="cccc0001", parent=None)
+        bad.assistant("a", id="cccc0002", parent="cccc0001")
+        bad.user("loop", id="cccc0001", parent="cccc0002")
+        bad.assistant("tail", id="cccc0003", parent="cccc0002")
+        session(roots, "a/bad.jsonl", bad)
+        good = SessionBuilder(session_id="s-good", cwd=str(tmp_path))
+        good.turn("fine")
+        session(roots, "b/good.jsonl", good)
+        report = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
+        assert (2, 2) == (report.sessions, report.written)
+        assert any("cycle" in w and "bad.jsonl" in w for w in report.warnings)
+        assert {"s-cycle", "s-good"} == set(records(tmp_path / "archive"))
+
+    def test_missing_workspace_skipped_run_goes_on(self, tmp_path: Path) -> None:
+        """A session whose cwd is gone is skipped with a warning naming it; the others are written."""
+        roots = tmp_path / "sessions"
+        gone = SessionBuilder(session_id="s-gone", cwd=str(tmp_path / "deleted-project"))
+        gone.turn("q")
+        session(roots, "gone.jsonl", gone)
+        here = tmp_path / "project"
+        here.mkdir()
+        live = SessionBuilder(session_id="s-live", cwd=str(here))
+        live.turn("q")
+        session(roots, "live.jsonl", live)
+        report = index_all([roots], ArchiveStore())
+        assert (1, 1) == (report.written, report.skipped)
+        assert any("deleted-project" in w and "no longer exists" in w for w in report.warnings)
+        assert {"s-live"} == set(records(here / ".pi" / "pbot" / "history"))
+
+    def test_malformed_lines_and_non_sessions_are_counted(self, tmp_path: Path) -> None:
+        """Torn lines are counted, non-session JSONL files are counted apart, nothing is lost."""
+        roots = tmp_path / "sessions"
+        roots.mkdir()
+        shutil.copy(FIXTURES / "onload" / "torn.after.jsonl", roots / "torn.jsonl")
+        shutil.copy(FIXTURES / "onload" / "notpi.before.jsonl", roots / "notpi.jsonl")
+        (roots / "empty.jsonl").write_bytes(b"")
+        report = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
+        assert (3, 1, 1, 1) == (report.files, report.sessions, report.not_session, report.malformed)
+        assert "1 malformed lines" in report.line()
+
+    def test_import_copy_with_same_session_id_makes_one_record(self, tmp_path: Path) -> None:
+        """Two files with one session id (an /import copy) give one record holding both files' branches."""
+        roots = tmp_path / "sessions"
+        original = SessionBuilder(session_id="s-same", cwd=str(tmp_path))
+        original.turn("shared")
+        copy = SessionBuilder(session_id="s-same", cwd=str(tmp_path), entries=list(original.entries),
+                              leaf=original.leaf, counter=50)
+        original.turn("only in the original")
+        copy.turn("only in the copy")
+        session(roots, "a.jsonl", original)
+        session(roots, "b.jsonl", copy)
+        report = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
+        assert (1, 1) == (report.sessions, report.written)
+        record = records(tmp_path / "archive")["s-same"]
+        texts = [n["text"] for n in record["nodes"] if n["kind"] == "exchange"]  # type: ignore[attr-defined]
+        assert 3 == len(texts)
+
+    def test_second_pass_writes_nothing(self, tmp_path: Path) -> None:
+        """Every real fixture indexed twice: the second pass finds every record unchanged."""
+        roots = tmp_path / "sessions"
+        shutil.copytree(FIXTURES, roots)
+        first = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
+        second = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
+        assert (first.written, 0, first.written) == (first.sessions, second.written, second.unchanged)
+
+
+class TestIndexCommandWarnings:
+    def test_skipped_workspace_warns_on_stderr_and_exits_zero(self, tmp_path: Path) -> None:
+        """The CLI names a skipped workspace on stderr and still succeeds."""
+        roots = tmp_path / "sessions"
+        gone = SessionBuilder(cwd=str(tmp_path / "nowhere"))
+        gone.turn("q")
+        session(roots, "x.jsonl", gone)
+        result = subprocess.run(
+            ["pbot-watch", "index", "--sessions", str(roots)], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert 0 == result.returncode, result.stderr
+        assert "nowhere no longer exists" in result.stderr
+        assert "1 skipped" in result.stdout
