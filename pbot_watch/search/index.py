@@ -60,27 +60,33 @@ CREATE TABLE records(
 );
 CREATE INDEX records_by_session ON records(session_id);
 CREATE INDEX records_by_folder ON records(folder);
--- The explicit integer key is what both contentless FTS tables use as their rowid.
+-- The explicit integer key is what both contentless FTS tables use as their rowid. Rows are
+-- kept narrow (the text lives in node_texts) because filtering and ordering thousands of
+-- candidates reads these rows, and wide rows with overflow pages made that the slowest step.
 CREATE TABLE nodes(
   rowid INTEGER PRIMARY KEY,
   record INTEGER NOT NULL,
   id TEXT NOT NULL,
   kind TEXT NOT NULL,
   level INTEGER NOT NULL,
-  text TEXT NOT NULL,
-  text_json TEXT,            -- the exact text when it holds lone surrogates SQLite cannot store
   from_ TEXT NOT NULL, to_ TEXT NOT NULL,
   from_ms REAL, to_ms REAL,  -- Date.parse of from/to; NULL where JavaScript gives NaN
   to_key BLOB NOT NULL, id_key BLOB NOT NULL,  -- localeCompare order as byte strings
   ready INTEGER NOT NULL, completed INTEGER NOT NULL,
-  searchable INTEGER NOT NULL,  -- in the FTS tables: a ready exchange or summary with text
+  searchable INTEGER NOT NULL,  -- in the FTS tables: a ready exchange or summary with text and dates
   entry_ids TEXT NOT NULL, children TEXT NOT NULL, parents TEXT NOT NULL
+);
+CREATE TABLE node_texts(
+  rowid INTEGER PRIMARY KEY,  -- = nodes.rowid
+  text TEXT NOT NULL,
+  text_json TEXT              -- the exact text when it holds lone surrogates SQLite cannot store
 );
 CREATE INDEX nodes_by_id ON nodes(id);
 CREATE INDEX nodes_by_record ON nodes(record, id);
 CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
 CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1');
-CREATE VIRTUAL TABLE nodes_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2');
+-- Exchanges and summaries go in different columns so BM25 can weigh them (bm25() weights).
+CREATE VIRTUAL TABLE nodes_terms USING fts5(exchange, summary, content='', tokenize='porter unicode61 remove_diacritics 2');
 -- Session files seen while looking for workspaces (header cwd), and raw memory (see memory.py).
 CREATE TABLE session_files(
   path TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER, session_id TEXT, workspace TEXT
@@ -126,16 +132,22 @@ CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter uni
 """
 
 
+def _order_bytes(value: Any) -> bytes:
+    """An order-preserving byte encoding of ints, strings and (nested) tuples of them.
+
+    Small ints are one byte (1..0xF0), larger ones 0xF1 and three bytes; a string is the tuple
+    of its code points; a tuple ends with 0x00, below every element, so a prefix sorts first.
+    """
+    if isinstance(value, int):
+        return bytes([value + 1]) if 0 <= value < 0xF0 else b"\xf1" + min(max(value, 0), 0xFFFFFF).to_bytes(3, "big")
+    if isinstance(value, str):
+        return _order_bytes(tuple(ord(ch) for ch in value))
+    return b"".join(_order_bytes(item) for item in value) + b"\x00"
+
+
 def sort_key(value: str) -> bytes:
-    """``locale_key`` as bytes, so SQLite can order by ``localeCompare`` with a plain index."""
-    chars, tiebreak = locale_key(value)
-    out = bytearray()
-    for weight_class, ch in chars:
-        out.append(weight_class + 1)
-        out += ch.encode("utf-32-be", "surrogatepass")
-    out.append(0)
-    out += tiebreak.encode("utf-32-be", "surrogatepass")
-    return bytes(out)
+    """``locale_key`` as bytes, so SQLite orders by ``localeCompare`` with a plain index."""
+    return _order_bytes(locale_key(value))
 
 
 def storable(text: str) -> tuple[str, str | None]:
@@ -271,22 +283,54 @@ class SearchIndex:
     def update_from_archive(self, folders: Iterable[RecordFolder], *, forget_others: bool = False) -> RefreshReport:
         """Bring the index up to date with these record folders; cheap when nothing changed.
 
+        A first pass only reads (directory listings, ``stat``, the known stats): when nothing
+        changed, no write lock is taken, so concurrent queries never wait for each other.
         ``forget_others`` drops folders not listed (a rebuild from exactly these folders).
         """
         report = RefreshReport()
         wanted = {f.path: f for f in folders}
+        known = {Path(p): (w, m) for p, w, m in self.conn.execute("SELECT path, workspace, mtime_ns FROM folders")}
+        stale = [p for p in known if p not in wanted] if forget_others else []
+        dirty = [f for f in wanted.values() if self._dirty(f, known.get(f.path))]
+        report.folders = len(wanted)
+        if not stale and not dirty:
+            return report
         with self._tx(self.conn):
-            known = {Path(p): (w, m) for p, w, m in self.conn.execute("SELECT path, workspace, mtime_ns FROM folders")}
-            if forget_others:
-                for path in set(known) - set(wanted):
-                    self._drop_folder(path)
-                    known.pop(path)
-            for folder in wanted.values():
-                report.folders += 1
+            for path in stale:
+                self._drop_folder(path)
+            for folder in dirty:
                 self._refresh_folder(folder, known.get(folder.path, (None, -2))[1], report)
         return report
 
-    def _refresh_folder(self, folder: RecordFolder, known_mtime: int, report: RefreshReport) -> None:
+    def _dirty(self, folder: RecordFolder, known: tuple[str | None, int] | None) -> bool:
+        """Whether a folder's files differ from what the index holds (read-only)."""
+        if not folder.path.is_dir():
+            return known is not None  # gone: drop it once; never there: nothing to do
+        if known is None or known[0] != folder.workspace:
+            return True
+        try:
+            entries = [e for e in os.scandir(folder.path) if e.name.endswith(".json")]
+        except OSError:
+            return True
+        indexed = {
+            path: (ino, size, mtime)
+            for path, ino, size, mtime in self.conn.execute(
+                "SELECT path, ino, size, mtime_ns FROM records WHERE folder = ?", (str(folder.path),)
+            )
+        }
+        if len(indexed) > len(entries):
+            return True
+        for entry in entries:
+            try:
+                st = entry.stat()
+            except OSError:
+                return True
+            if indexed.get(entry.path) != (st.st_ino, st.st_size, st.st_mtime_ns):
+                # Also true for a torn or foreign .json we keep skipping: cheap, and rare.
+                return True
+        return False
+
+    def _refresh_folder(self, folder: RecordFolder, known_mtime: int, report: RefreshReport) -> None:  # noqa: C901
         st = _stat(folder.path)
         if st is None:
             # The folder is gone (workspace deleted): its records go with it.
@@ -294,27 +338,46 @@ class SearchIndex:
             if known_mtime != -2:
                 report.records_removed += 1
             return
-        self.conn.execute(
-            "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1) ON CONFLICT(path) DO UPDATE SET workspace = excluded.workspace",
-            (str(folder.path), folder.workspace),
-        )
+        if known_mtime == -2 or self._folder_workspace(folder.path) != folder.workspace:
+            self.conn.execute(
+                "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1) "
+                "ON CONFLICT(path) DO UPDATE SET workspace = excluded.workspace",
+                (str(folder.path), folder.workspace),
+            )
         present: set[str] = set()
         try:
             entries = list(os.scandir(folder.path))
         except OSError:
             entries = []
+        known = {
+            path: (ino, size, mtime)
+            for path, ino, size, mtime in self.conn.execute(
+                "SELECT path, ino, size, mtime_ns FROM records WHERE folder = ?", (str(folder.path),)
+            )
+        }
         for entry in entries:
             if not entry.name.endswith(".json"):
                 continue
             present.add(entry.path)
             report.records_seen += 1
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            if known.get(entry.path) == (st.st_ino, st.st_size, st.st_mtime_ns):
+                continue
             if self._update_record(Path(entry.path), folder):
                 report.records_updated += 1
         for (path,) in self.conn.execute("SELECT path FROM records WHERE folder = ?", (str(folder.path),)).fetchall():
             if path not in present:
                 self._drop_record(path)
                 report.records_removed += 1
-        self.conn.execute("UPDATE folders SET mtime_ns = ? WHERE path = ?", (st.st_mtime_ns, str(folder.path)))
+        if st.st_mtime_ns != known_mtime:
+            self.conn.execute("UPDATE folders SET mtime_ns = ? WHERE path = ?", (st.st_mtime_ns, str(folder.path)))
+
+    def _folder_workspace(self, path: Path) -> str | None:
+        row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(path),)).fetchone()
+        return row[0] if row else None
 
     def update_record(self, path: Path, workspace: str | None = None) -> bool:
         """Index (or re-index, or drop) one record file; the service calls this after each write.
@@ -371,11 +434,13 @@ class SearchIndex:
 
     def _replace_nodes(self, record: int, nodes: list[Any]) -> None:
         """Make the record's node rows equal ``nodes``, touching FTS only where a text changed."""
-        old: dict[str, tuple[int, str, str | None, int]] = {}
-        for rowid, node_id, text, text_json, searchable in self.conn.execute(
-            "SELECT rowid, id, text, text_json, searchable FROM nodes WHERE record = ?", (record,)
+        old: dict[str, tuple[int, str, str | None, int, int]] = {}
+        for rowid, node_id, text, text_json, searchable, level in self.conn.execute(
+            "SELECT n.rowid, n.id, t.text, t.text_json, n.searchable, n.level FROM nodes n "
+            "JOIN node_texts t ON t.rowid = n.rowid WHERE n.record = ?",
+            (record,),
         ):
-            old.setdefault(node_id, (rowid, text, text_json, searchable))
+            old.setdefault(node_id, (rowid, text, text_json, searchable, level))
         seen: set[str] = set()
         for raw in nodes:
             node = _node_values(raw)
@@ -384,46 +449,64 @@ class SearchIndex:
             seen.add(node["id"])
             before = old.get(node["id"])
             if before is not None:
-                rowid, text, text_json, searchable = before
+                rowid, text, text_json, searchable, level = before
                 same_text = (text, text_json) == (node["text"], node["text_json"]) and searchable == node["searchable"]
                 if not same_text and searchable:
-                    self._fts_delete(rowid, json.loads(text_json) if text_json else text)
+                    self._fts_delete(rowid, json.loads(text_json) if text_json else text, level)
+                if not same_text:
+                    self.conn.execute(
+                        "UPDATE node_texts SET text = ?, text_json = ? WHERE rowid = ?",
+                        (node["text"], node["text_json"], rowid),
+                    )
                 self.conn.execute(
-                    """UPDATE nodes SET kind=:kind, level=:level, text=:text, text_json=:text_json, from_=:from_, to_=:to_,
+                    """UPDATE nodes SET kind=:kind, level=:level, from_=:from_, to_=:to_,
                        from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
                        searchable=:searchable, entry_ids=:entry_ids, children=:children, parents=:parents WHERE rowid=:rowid""",
                     {**node, "rowid": rowid},
                 )
                 if not same_text and node["searchable"]:
-                    self._fts_insert(rowid, node["exact"])
+                    self._fts_insert(rowid, node["exact"], node["level"])
             else:
                 cur = self.conn.execute(
-                    """INSERT INTO nodes(record, id, kind, level, text, text_json, from_, to_, from_ms, to_ms, to_key, id_key,
-                       ready, completed, searchable, entry_ids, children, parents) VALUES (:record, :id, :kind, :level, :text,
-                       :text_json, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
+                    """INSERT INTO nodes(record, id, kind, level, from_, to_, from_ms, to_ms, to_key, id_key,
+                       ready, completed, searchable, entry_ids, children, parents) VALUES (:record, :id, :kind, :level,
+                       :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
                        :entry_ids, :children, :parents)""",
                     {**node, "record": record},
                 )
+                rowid = cur.lastrowid
+                assert rowid is not None
+                self.conn.execute(
+                    "INSERT INTO node_texts(rowid, text, text_json) VALUES (?, ?, ?)", (rowid, node["text"], node["text_json"])
+                )
                 if node["searchable"]:
-                    assert cur.lastrowid is not None
-                    self._fts_insert(cur.lastrowid, node["exact"])
-        for node_id, (rowid, text, text_json, searchable) in old.items():
+                    self._fts_insert(rowid, node["exact"], node["level"])
+        for node_id, (rowid, text, text_json, searchable, level) in old.items():
             if node_id not in seen:
                 if searchable:
-                    self._fts_delete(rowid, json.loads(text_json) if text_json else text)
+                    self._fts_delete(rowid, json.loads(text_json) if text_json else text, level)
                 self.conn.execute("DELETE FROM nodes WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM node_texts WHERE rowid = ?", (rowid,))
 
-    def _fts_insert(self, rowid: int, text: str) -> None:
+    @staticmethod
+    def _terms_columns(text: str, level: int) -> tuple[str, str]:
+        doc = document(storable(text)[0])
+        return (doc, "") if level == 0 else ("", doc)
+
+    def _fts_insert(self, rowid: int, text: str, level: int) -> None:
         self.conn.execute("INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)", (rowid, literal_document(text)))
-        self.conn.execute("INSERT INTO nodes_terms(rowid, body) VALUES (?, ?)", (rowid, document(storable(text)[0])))
+        self.conn.execute(
+            "INSERT INTO nodes_terms(rowid, exchange, summary) VALUES (?, ?, ?)", (rowid, *self._terms_columns(text, level))
+        )
 
-    def _fts_delete(self, rowid: int, text: str) -> None:
+    def _fts_delete(self, rowid: int, text: str, level: int) -> None:
         # Contentless tables forget their text: a delete must repeat exactly what was inserted.
         self.conn.execute(
             "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)", (rowid, literal_document(text))
         )
         self.conn.execute(
-            "INSERT INTO nodes_terms(nodes_terms, rowid, body) VALUES ('delete', ?, ?)", (rowid, document(storable(text)[0]))
+            "INSERT INTO nodes_terms(nodes_terms, rowid, exchange, summary) VALUES ('delete', ?, ?, ?)",
+            (rowid, *self._terms_columns(text, level)),
         )
 
     def _drop_record(self, path: str) -> None:
@@ -444,6 +527,7 @@ class SearchIndex:
             for table in ("nodes_literal", "nodes_terms"):
                 self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
             self.conn.execute("DELETE FROM nodes")
+            self.conn.execute("DELETE FROM node_texts")
             self.conn.execute("DELETE FROM records")
             self.conn.execute("DELETE FROM folders")
         return self.update_from_archive(folders)
@@ -478,6 +562,7 @@ def _node_values(raw: Any) -> dict[str, Any] | None:
     to = raw.get("to") if isinstance(raw.get("to"), str) else ""
     ready = raw.get("ready") is True
     stored, text_json = storable(text)
+    from_ms, to_ms = parse_ms(from_), parse_ms(to)
     return {
         "id": raw["id"],
         "kind": kind,
@@ -487,13 +572,15 @@ def _node_values(raw: Any) -> dict[str, Any] | None:
         "exact": text,
         "from_": storable(from_)[0],
         "to_": storable(to)[0],
-        "from_ms": parse_ms(from_),
-        "to_ms": parse_ms(to),
+        "from_ms": from_ms,
+        "to_ms": to_ms,
         "to_key": sort_key(to),
         "id_key": sort_key(raw["id"]),
         "ready": int(ready),
         "completed": int(raw.get("completed") is True),
-        "searchable": int(kind != "session" and ready and text != ""),
+        # A node whose dates JavaScript cannot parse is never a search hit in pbot (NaN compares
+        # false), so it is left out of the FTS tables: their counts are then exact totals.
+        "searchable": int(kind != "session" and ready and text != "" and from_ms is not None and to_ms is not None),
         "entry_ids": json.dumps(_strs(raw.get("entryIds"))),
         "children": json.dumps(_strs(raw.get("children"))),
         "parents": json.dumps(_strs(raw.get("parents"))),

@@ -59,9 +59,18 @@ MIN_TRIGRAM_CHARS = 3
 """A trigram index answers substrings of three characters or more; shorter ones need other means."""
 
 _NODE_COLUMNS = (
-    "n.rowid, n.id, n.kind, n.level, n.text, n.text_json, n.from_, n.to_, n.ready, n.completed, "
+    "n.rowid, n.id, n.kind, n.level, t.text, t.text_json, n.from_, n.to_, n.ready, n.completed, "
     "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace"
 )
+_NODE_FROM = "nodes n JOIN records r ON r.rowid = n.record JOIN node_texts t ON t.rowid = n.rowid"
+
+WALK_DENSITY = 0.02
+"""When at least this share of all nodes match, walking the nodes newest first and checking the
+text finds a page sooner than sorting every hit (common words: a page is ~1/density rows away)."""
+COMMON_TERM_SHARE = 0.25
+"""A query term in more than this share of nodes is dropped when the query has rarer terms."""
+TERMS_TIE_MARGIN = 64
+"""Extra BM25 candidates fetched so hits of equal score can be ordered newest first, as with filters."""
 
 
 def _exact_text(row: Sequence[Any]) -> str:
@@ -128,10 +137,13 @@ class _Filter:
         # Date.parse gives NaN for these, and NaN compares false with anything.
         self.clauses = ["n.from_ms IS NOT NULL", "n.to_ms IS NOT NULL"]
         self.params: dict[str, Any] = {}
+        self.narrowing = False
         if folders is not None:
             names = [f":folder{i}" for i in range(len(folders))]
             self.clauses.append(f"r.folder IN ({', '.join(names)})" if names else "0")
             self.params.update({name[1:]: str(f) for name, f in zip(names, folders, strict=True)})
+        self.narrowing = bool(self.params) or session_id is not None or workspace is not None
+        self.narrowing = self.narrowing or after != -math.inf or before != math.inf
         if session_id is not None:
             self.clauses.append("r.session_id = :session_id")
             self.params["session_id"] = session_id
@@ -220,6 +232,8 @@ def search_history(
     """
     _check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
     after, before = time_range(from_, to)
+    if folders is not None and _covers_index(index, folders):
+        folders = None  # the common case: every indexed record is in scope, so no filter
     filt = _Filter(session_id, workspace, after, before, folders)
     needle = js_trim(query).lower()
     if not needle:
@@ -227,37 +241,42 @@ def search_history(
     if match == "terms":
         return _terms(index, query, filt, offset, limit)
     if len(needle) >= MIN_TRIGRAM_CHARS:
-        fts = "n.rowid IN (SELECT rowid FROM nodes_literal WHERE nodes_literal MATCH :fts)"
-        filt.params["fts"] = fts_quote(needle)
-        return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle)
-    if all(is_cjk(ch) for ch in needle):
+        table = "nodes_literal"
+    elif all(is_cjk(ch) for ch in needle):
         # A CJK character or pair is itself a token of the terms index: exact, and fast.
-        fts = "n.rowid IN (SELECT rowid FROM nodes_terms WHERE nodes_terms MATCH :fts)"
-        filt.params["fts"] = fts_quote(needle)
-        return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle)
-    return _scan(index, query, filt, offset, limit, needle)
+        table = "nodes_terms"
+    else:
+        return _scan(index, query, filt, offset, limit, needle)
+    filt.params["fts"] = fts_quote(needle)
+    fts = f"n.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH :fts)"
+    if filt.narrowing:
+        total = _count(index, filt, ["n.searchable = 1", fts])
+    else:
+        # Only searchable nodes are in the FTS tables, and the match is exact: count there.
+        total = index.conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (filt.params["fts"],)).fetchone()[0]  # noqa: S608
+    if total >= WALK_DENSITY * _node_count(index):
+        return _walk(index, query, filt, offset, limit, needle, total)
+    return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle, total)
 
 
-def _page(
-    index: SearchIndex,
-    query: str,
-    match: MatchMode,
-    filt: _Filter,
-    extra: list[str],
-    offset: int,
-    limit: int,
-    needle: str,
+def _covers_index(index: SearchIndex, folders: Sequence[Path]) -> bool:
+    wanted = {str(f) for f in folders}
+    return all(folder in wanted for (folder,) in index.conn.execute("SELECT DISTINCT folder FROM records"))
+
+
+def _node_count(index: SearchIndex) -> int:
+    # max(rowid) is instant and close enough to decide between two plans.
+    return int(index.conn.execute("SELECT coalesce(max(rowid), 0) FROM nodes").fetchone()[0])
+
+
+def _count(index: SearchIndex, filt: _Filter, extra: list[str]) -> int:
+    sql = f"SELECT count(*) FROM nodes n JOIN records r ON r.rowid = n.record WHERE {filt.where(*extra)}"  # noqa: S608
+    return int(index.conn.execute(sql, filt.params).fetchone()[0])
+
+
+def _result(
+    index: SearchIndex, query: str, match: MatchMode, rows: list[Any], needle: str, total: int, offset: int, limit: int
 ) -> SearchResult:
-    where = filt.where(*extra)
-    total = index.conn.execute(
-        f"SELECT count(*) FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where}",  # noqa: S608
-        filt.params,
-    ).fetchone()[0]
-    rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where} "  # noqa: S608
-        "ORDER BY n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
-        {**filt.params, "limit": limit, "offset": offset},
-    ).fetchall()
     matches = []
     for row in rows:
         text = _exact_text(row)
@@ -271,54 +290,149 @@ def _page(
     )
 
 
+def _walk(
+    index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int, needle: str, total: int
+) -> SearchResult:
+    """Common needles: read nodes newest first and keep those whose text has the needle."""
+    rows = index.conn.execute(
+        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE {filt.where('n.searchable = 1')} "  # noqa: S608
+        "ORDER BY n.to_key DESC, n.id_key",
+        filt.params,
+    )
+    page: list[Any] = []
+    seen = 0
+    for row in rows:
+        if needle in _exact_text(row).lower():
+            if seen >= offset:
+                page.append(row)
+                if len(page) == limit:
+                    break
+            seen += 1
+    return _result(index, query, "literal", page, needle, total, offset, limit)
+
+
+def _page(
+    index: SearchIndex,
+    query: str,
+    match: MatchMode,
+    filt: _Filter,
+    extra: list[str],
+    offset: int,
+    limit: int,
+    needle: str,
+    total: int | None = None,
+) -> SearchResult:
+    """Rare needles (and the session list): sort every hit, read one page."""
+    where = filt.where(*extra)
+    if total is None:
+        total = _count(index, filt, extra)
+    # Order and page on the narrow rows first; only the page's texts are read.
+    ids = [
+        rowid
+        for (rowid,) in index.conn.execute(
+            f"SELECT n.rowid FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where} "  # noqa: S608
+            "ORDER BY n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
+            {**filt.params, "limit": limit, "offset": offset},
+        )
+    ]
+    return _result(index, query, match, _rows(index, ids), needle, total, offset, limit)
+
+
+def _rows(index: SearchIndex, rowids: list[int]) -> list[Any]:
+    """Full rows for these node row ids, in the given order."""
+    if not rowids:
+        return []
+    marks = ",".join("?" * len(rowids))
+    found = {
+        row[0]: row
+        for row in index.conn.execute(f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.rowid IN ({marks})", rowids)  # noqa: S608
+    }
+    return [found[r] for r in rowids if r in found]
+
+
 def _scan(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int, needle: str) -> SearchResult:
     """One or two characters that are not CJK: no index can narrow them, so read the texts."""
     rows = index.conn.execute(
-        f"SELECT n.rowid, n.text, n.text_json FROM nodes n JOIN records r ON r.rowid = n.record "  # noqa: S608
+        f"SELECT n.rowid, t.text, t.text_json FROM {_NODE_FROM} "  # noqa: S608
         f"WHERE {filt.where('n.searchable = 1')} ORDER BY n.to_key DESC, n.id_key",
         filt.params,
     )
     hits = [
         rowid for rowid, text, text_json in rows if needle in (json.loads(text_json) if text_json else text).lower()
     ]
-    page_ids = hits[offset : offset + limit]
-    matches = []
-    for rowid in page_ids:
-        row = index.conn.execute(
-            f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record WHERE n.rowid = ?",  # noqa: S608
-            (rowid,),
-        ).fetchone()
-        text = _exact_text(row)
-        matches.append(_match(index, row, snippet_at(text, _utf16_index(text.lower(), needle)), None))
-    total = len(hits)
-    return SearchResult(
-        query=query,
-        match="literal",
-        matches=matches,
-        total=total,
-        nextOffset=offset + limit if offset + limit < total else None,
-    )
+    return _result(index, query, "literal", _rows(index, hits[offset : offset + limit]), needle, len(hits), offset, limit)
+
+
+def _drop_common(index: SearchIndex, terms: list[str]) -> list[str]:
+    """Terms found in more than ``COMMON_TERM_SHARE`` of all nodes, dropped when rarer ones remain.
+
+    Such a term adds almost nothing to BM25 (its IDF is near zero) but makes FTS5 score most
+    of the index; the query's rarer terms decide the ranking anyway. A query made only of
+    common terms keeps them all.
+    """
+    if len(terms) < 2:  # noqa: PLR2004 - nothing to weigh a single term against
+        return terms
+    limit = COMMON_TERM_SHARE * _node_count(index)
+    counts = {
+        t: index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_quote(t),)).fetchone()[0]
+        for t in terms
+    }
+    rare = [t for t in terms if counts[t] <= limit]
+    return rare or terms
 
 
 def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int) -> SearchResult:
-    terms = query_terms(query)
+    terms = _drop_common(index, query_terms(query))
     if not terms:
         return SearchResult(query=query, match="terms", matches=[], total=0, nextOffset=None)
-    filt.params.update({"fts": fts_any(terms), "w0": EXCHANGE_RANK_WEIGHT, "ws": SUMMARY_RANK_WEIGHT})
-    where = filt.where("n.searchable = 1", "nodes_terms MATCH :fts")
-    source = "FROM nodes_terms JOIN nodes n ON n.rowid = nodes_terms.rowid JOIN records r ON r.rowid = n.record"
-    total = index.conn.execute(f"SELECT count(*) {source} WHERE {where}", filt.params).fetchone()[0]  # noqa: S608
-    rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS}, -bm25(nodes_terms) * (CASE WHEN n.level = 0 THEN :w0 ELSE :ws END) AS score "  # noqa: S608
-        f"{source} WHERE {where} ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
-        {**filt.params, "limit": limit, "offset": offset},
-    ).fetchall()
+    fts = fts_any(terms)
+    weights = {"fts": fts, "w0": EXCHANGE_RANK_WEIGHT, "ws": SUMMARY_RANK_WEIGHT}
+    score = "-bm25(nodes_terms, :w0, :ws)"
+    best: list[Any] = []
+    if not filt.narrowing:
+        # No filter: let FTS5 rank on its own (it keeps only the best rows); ties are then
+        # ordered newest first exactly as the filtered query does. If ties run past the rows
+        # fetched, the cut could be arbitrary: then the full query below decides.
+        want = offset + limit + TERMS_TIE_MARGIN
+        best = index.conn.execute(
+            f"SELECT rowid, {score} AS score FROM nodes_terms WHERE nodes_terms MATCH :fts "  # noqa: S608
+            "ORDER BY bm25(nodes_terms, :w0, :ws) LIMIT :n",
+            {**weights, "n": want},
+        ).fetchall()
+        edge = offset + limit - 1
+        if len(best) == want and edge < len(best) and math.isclose(best[edge][1], best[-1][1], rel_tol=1e-12):
+            best = []
+            filt.narrowing = True
+    if filt.narrowing:
+        filt.params.update(weights)
+        where = filt.where("n.searchable = 1", "nodes_terms MATCH :fts")
+        source = "FROM nodes_terms JOIN nodes n ON n.rowid = nodes_terms.rowid JOIN records r ON r.rowid = n.record"
+        total = index.conn.execute(f"SELECT count(*) {source} WHERE {where}", filt.params).fetchone()[0]  # noqa: S608
+        ranked = index.conn.execute(
+            f"SELECT n.rowid, {score} AS score {source} WHERE {where} "  # noqa: S608
+            "ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
+            {**filt.params, "limit": limit, "offset": offset},
+        ).fetchall()
+    else:
+        total = index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts,)).fetchone()[0]
+        keys = {
+            rowid: (to_key, id_key)
+            for rowid, to_key, id_key in index.conn.execute(
+                f"SELECT rowid, to_key, id_key FROM nodes WHERE rowid IN ({','.join('?' * len(best))})",  # noqa: S608
+                [r for r, _ in best],
+            )
+        }
+        best.sort(key=lambda r: keys[r[0]][1])
+        best.sort(key=lambda r: keys[r[0]][0], reverse=True)
+        best.sort(key=lambda r: r[1], reverse=True)
+        ranked = best[offset : offset + limit]
+    scores = dict(ranked)
     matches = []
-    for row in rows:
+    for row in _rows(index, [r for r, _ in ranked]):
         text = _exact_text(row)
         lowered = text.lower()
         hits = [h for h in (_utf16_index(lowered, t) for t in terms) if h >= 0]
-        matches.append(_match(index, row, snippet_at(text, min(hits) if hits else 0), round(row[-1], 6)))
+        matches.append(_match(index, row, snippet_at(text, min(hits) if hits else 0), round(scores[row[0]], 6)))
     return SearchResult(
         query=query,
         match="terms",
@@ -356,8 +470,7 @@ def page_text(text: str, offset: int, limit: int) -> tuple[str, int, int | None]
 
 def _node_row(index: SearchIndex, node_id: str) -> Sequence[Any]:
     row = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record "  # noqa: S608
-        "WHERE n.id = ? ORDER BY r.rowid LIMIT 1",
+        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.id = ? ORDER BY r.rowid LIMIT 1",  # noqa: S608
         (node_id,),
     ).fetchone()
     if row is None:
@@ -370,8 +483,7 @@ def _briefs(index: SearchIndex, record: int, ids: list[str]) -> list[NodeBrief]:
         return []
     placeholders = ",".join("?" * len(ids))
     rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN records r ON r.rowid = n.record "  # noqa: S608
-        f"WHERE n.record = ? AND n.id IN ({placeholders})",
+        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",  # noqa: S608
         (record, *ids),
     ).fetchall()
     by_id: dict[str, Sequence[Any]] = {}

@@ -122,10 +122,27 @@ QUERY_STOPWORDS = frozenset(
 )
 
 
+def _query_tokens(text: str) -> list[str]:
+    """Like ``tokens``, but a CJK run of two or more characters gives only its bigrams.
+
+    The bigrams already say which characters appear, in order; the single characters of a
+    longer word match nearly everything and would only slow BM25 down and blur its ranking.
+    """
+    out: list[str] = []
+    for cjk, run in _runs(text):
+        if cjk and len(run) > 1:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        elif cjk:
+            out.append(run)
+        else:
+            out.extend(_word_tokens(run))
+    return out
+
+
 def query_terms(query: str) -> list[str]:
     """The distinct tokens of a ``terms`` query, in order, function words dropped when possible."""
     seen: dict[str, None] = {}
-    for token in tokens(query):
+    for token in _query_tokens(query):
         seen.setdefault(token, None)
     terms = list(seen)
     meaningful = [t for t in terms if t not in QUERY_STOPWORDS]

@@ -217,3 +217,40 @@ def test_literal_matches_pbot_on_random_archives(tmp_path_factory: pytest.TempPa
     with SearchIndex(base / "search.db") as index:
         index.update_from_archive([RecordFolder(folder, None)])
         assert pbot_search(records, query, limit=50) == plain(search_history(index, query, limit=50))
+
+
+class TestPlans:
+    """Rare needles sort every hit, common ones walk newest first; both must be pbot's answer."""
+
+    @pytest.fixture
+    def big(self, tmp_path: Path) -> tuple[SearchIndex, list[dict[str, Any]]]:
+        folder = tmp_path / "archive"
+        for s in range(3):
+            branch = [
+                exchange(
+                    f"s{s}e{i}",
+                    f"用户：\ncommon words {i} {'needle-rare' if i == 77 and s == 1 else ''} 数据\n\n助手：\nok",
+                    f"2026-11-{1 + i % 28:02d}T{s:02d}:{i % 60:02d}:00.000Z",
+                )
+                for i in range(120)
+            ]
+            write_record(folder, f"session-{s}", f"S{s}", [branch], summaries={1: "common summary", 2: "数据 summary"})
+        index = SearchIndex(tmp_path / "search.db")
+        index.update_from_archive([RecordFolder(folder, None)])
+        return index, load_records(folder)
+
+    @pytest.mark.parametrize("query", ["needle-rare", "common", "数据", "数", "ok"])
+    @pytest.mark.parametrize("session", [None, "session-1"])
+    def test_rare_and_common(self, big: tuple[SearchIndex, list[dict[str, Any]]], query: str, session: str | None) -> None:
+        """Each plan, with and without a filter, on several pages, is pbot's answer."""
+        index, records = big
+        for offset in (0, 20, 300):
+            expected = pbot_search(records, query, session_id=session, offset=offset, limit=20)
+            assert expected == plain(search_history(index, query, session_id=session, offset=offset, limit=20))
+
+    def test_terms_order_same_with_and_without_filter(self, big: tuple[SearchIndex, list[dict[str, Any]]]) -> None:
+        """A filter that keeps everything does not change the terms ranking (ties newest first)."""
+        index, _ = big
+        plain_ids = [m.id for m in search_history(index, "common 数据", match="terms", limit=50).matches]
+        filtered = search_history(index, "common 数据", match="terms", limit=50, from_="2000-01-01")
+        assert plain_ids == [m.id for m in filtered.matches]

@@ -91,7 +91,7 @@ class TestReadNode:
 
     def test_children_paged_by_twenty(self, index: SearchIndex) -> None:
         """The session node's children come 20 at a time with nextChildrenOffset."""
-        session = index.conn.execute("SELECT id FROM nodes WHERE kind = 'session' AND text = 'Forks'").fetchone()[0]
+        session = index.conn.execute("SELECT id FROM records WHERE name = 'Forks'").fetchone()[0]
         first = read_node(index, session)
         assert 20 == len(first.children)
         assert 20 == first.nextChildrenOffset

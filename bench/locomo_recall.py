@@ -1,0 +1,202 @@
+"""LoCoMo evidence recall of ``pbot-watch search --match terms``.
+
+Converts LoCoMo conversations (default: ``../shared/data/locomo/locomo-dev.json`` beside the
+repository, or ``--data FILE`` of the same format) into Pi session files — one session per
+LoCoMo session, its date kept in the entry timestamps, the speaker who opens the session as
+the user and the other as the assistant, each turn's text prefixed with its speaker's name (a
+shared photo's caption kept as ``[shares a photo: ...]``). Consecutive turns of one speaker
+become one message, so every turn lands in an exchange. Then ``pbot-watch index`` writes the
+archive, the search index is built from it, and every question is searched with
+``--match terms`` inside its own conversation (the conversation is the workspace).
+
+Scoring is per turn, to compare with a plain BM25 over single turns: hits are exchanges, in
+rank order; each hit contributes its turns, the turns sharing more query words first; the
+first k distinct turns are the top k. recall@k is the share of a question's evidence turns
+among them, averaged over questions. Answers are never looked at.
+
+The last line is ``recall@5 0.xxx recall@10 0.xxx``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pbot_watch.search.index import RecordFolder, SearchIndex  # noqa: E402
+from pbot_watch.search.queries import read_node, search_history  # noqa: E402
+from pbot_watch.search.tokens import query_terms, tokens  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+NAMESPACE = uuid.UUID("0c0c0c0c-1111-4222-8333-444455556666")
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+HITS = 20
+"""Exchanges read per question: enough to fill 10 turns even when hits overlap."""
+
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
+_MONTHS = {m: i for i, m in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"], 1)}
+
+
+def session_start(text: str) -> datetime:
+    """``1:56 pm on 8 May, 2023`` -> a UTC datetime (LoCoMo gives no zone)."""
+    match = _DATE.search(text or "")
+    if match is None:
+        return datetime(2023, 1, 1, tzinfo=UTC)
+    hour, minute, half, day, month, year = match.groups()
+    h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
+    return datetime(int(year), _MONTHS.get(month.lower(), 1), int(day), h, int(minute), tzinfo=UTC)
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    text = f"{turn['speaker']}: {turn.get('text', '')}"
+    caption = turn.get("blip_caption")
+    if caption:
+        text += f" [shares a photo: {caption}]"
+    return text
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def write_sessions(data: list[dict[str, Any]], root: Path) -> dict[str, list[str]]:
+    """Write Pi session files; return entry id -> LoCoMo dia_ids it holds."""
+    entries: dict[str, list[str]] = {}
+    for conversation in data:
+        sample = conversation["sample_id"]
+        conv = conversation["conversation"]
+        numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
+        for n in numbers:
+            turns = conv.get(f"session_{n}") or []
+            if not turns:
+                continue
+            start = session_start(conv.get(f"session_{n}_date_time", ""))
+            session_id = str(uuid.uuid5(NAMESPACE, f"{sample}/{n}"))
+            user = turns[0]["speaker"]
+            lines = [{"type": "session", "version": 3, "id": session_id, "timestamp": stamp(start), "cwd": f"/locomo/{sample}"}]
+            parent = f"{sample}-{n}-info"
+            lines.append({"type": "session_info", "id": parent, "parentId": None, "timestamp": stamp(start),
+                          "name": f"{sample} session {n} ({conv.get(f'session_{n}_date_time', '')})"})
+            # Consecutive turns of one speaker are one message: no turn falls outside an exchange.
+            groups: list[list[dict[str, Any]]] = []
+            for turn in turns:
+                if groups and groups[-1][0]["speaker"] == turn["speaker"]:
+                    groups[-1].append(turn)
+                else:
+                    groups.append([turn])
+            for i, group in enumerate(groups):
+                entry_id = f"{sample}-{n}-{i}"
+                entries[entry_id] = [t["dia_id"] for t in group]
+                text = "\n".join(turn_text(t) for t in group)
+                when = stamp(start + timedelta(minutes=i))
+                if group[0]["speaker"] == user:
+                    message: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": text}]}
+                else:
+                    message = {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"}
+                lines.append({"type": "message", "id": entry_id, "parentId": parent, "timestamp": when, "message": message})
+                parent = entry_id
+            path = root / sample / f"{n:03d}_{session_id}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return entries
+
+
+def turns_texts(data: list[dict[str, Any]]) -> dict[str, str]:
+    out = {}
+    for conversation in data:
+        for key, value in conversation["conversation"].items():
+            if re.fullmatch(r"session_\d+", key) and isinstance(value, list):
+                for turn in value:
+                    out[f"{conversation['sample_id']}/{turn['dia_id']}"] = turn_text(turn)
+    return out
+
+
+def ranked_turns(hits: list[Any], entries: dict[str, list[str]], texts: dict[str, str], sample: str, query: str) -> list[str]:
+    """Turns in rank order: hit by hit, the turns sharing more query words first."""
+    wanted = set(query_terms(query))
+    out: list[str] = []
+    seen: set[str] = set()
+    for hit in hits:
+        turns = [d for entry in hit.source_entries for d in entries.get(entry, [])]
+        scored = []
+        for position, dia in enumerate(turns):
+            shared = len(wanted & set(tokens(texts.get(f"{sample}/{dia}", ""))))
+            scored.append((-shared, position, dia))
+        for _, _, dia in sorted(scored):
+            if dia not in seen:
+                seen.add(dia)
+                out.append(dia)
+    return out
+
+
+class Hit:
+    def __init__(self, entry_ids: list[str]) -> None:
+        self.source_entries = entry_ids
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (a list of conversations)")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    args = parser.parse_args()
+    data = json.loads(args.data.read_text(encoding="utf-8"))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="pbot-locomo-"))
+    sessions, archive, state = work / "sessions", work / "archive", work / "state"
+    entries = write_sessions(data, sessions)
+    texts = turns_texts(data)
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(work / "config")}
+    pbot = Path(sys.executable).with_name("pbot-watch")
+    command = [str(pbot)] if pbot.exists() else [sys.executable, "-m", "pbot_watch"]
+    done = subprocess.run([*command, "index", "--sessions", str(sessions), "--archive", str(archive)],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        sys.exit(f"pbot-watch index failed: {done.stderr.strip()}")
+    print(f"indexed: {done.stdout.strip()}")
+
+    index = SearchIndex(work / "search.db")
+    index.update_from_archive([RecordFolder(archive, None)])
+    totals: dict[str, list[float]] = defaultdict(list)
+    for conversation in data:
+        sample = conversation["sample_id"]
+        for qa in conversation["qa"]:
+            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str)}
+            evidence = {e for e in evidence if f"{sample}/{e}" in texts}
+            if not evidence:
+                continue
+            question = str(qa["question"])
+            result = search_history(index, question, match="terms", workspace=f"/locomo/{sample}", limit=HITS)
+            hits = [Hit(read_node(index, m.id, limit=1).source.entryIds) for m in result.matches]
+            ranked = ranked_turns(hits, entries, texts, sample, question)
+            label = CATEGORIES.get(qa.get("category"), str(qa.get("category")))
+            for k in (5, 10):
+                value = len(evidence & set(ranked[:k])) / len(evidence)
+                totals[f"all@{k}"].append(value)
+                totals[f"{label}@{k}"].append(value)
+    index.close()
+
+    def mean(key: str) -> float:
+        values = totals[key]
+        return sum(values) / len(values) if values else 0.0
+
+    print(f"{'category':12} {'questions':>9} {'recall@5':>9} {'recall@10':>10}")
+    for label in [*CATEGORIES.values(), "all"]:
+        if totals[f"{label}@5"]:
+            print(f"{label:12} {len(totals[f'{label}@5']):9d} {mean(f'{label}@5'):9.3f} {mean(f'{label}@10'):10.3f}")
+    print(f"recall@5 {mean('all@5'):.3f} recall@10 {mean('all@10'):.3f}")
+
+
+if __name__ == "__main__":
+    main()
