@@ -63,24 +63,51 @@ class Session:
 
     def header(self, cwd: str) -> bytes:
         now = time.time()
-        return line({"type": "session", "version": 3, "id": self.session_id, "timestamp": iso(now), "cwd": cwd})
+        return line(
+            {"type": "session", "version": 3, "id": self.session_id, "timestamp": iso(now), "cwd": cwd}
+        )
 
     def pair(self, question: str, answer: str) -> tuple[bytes, bytes]:
         now = time.time()
         user_id, answer_id = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
-        user = line({
-            "type": "message", "id": user_id, "parentId": self.leaf, "timestamp": iso(now),
-            "message": {"role": "user", "content": [{"type": "text", "text": question}], "timestamp": int(now * 1000)},
-        })
-        assistant = line({
-            "type": "message", "id": answer_id, "parentId": user_id, "timestamp": iso(now),
-            "message": {
-                "role": "assistant", "content": [{"type": "text", "text": answer}], "api": "openai-completions",
-                "provider": "bench", "model": "bench-1", "stopReason": "stop", "timestamp": int(now * 1000),
-                "usage": {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15,
-                          "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
-            },
-        })
+        user = line(
+            {
+                "type": "message",
+                "id": user_id,
+                "parentId": self.leaf,
+                "timestamp": iso(now),
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": question}],
+                    "timestamp": int(now * 1000),
+                },
+            }
+        )
+        assistant = line(
+            {
+                "type": "message",
+                "id": answer_id,
+                "parentId": user_id,
+                "timestamp": iso(now),
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": answer}],
+                    "api": "openai-completions",
+                    "provider": "bench",
+                    "model": "bench-1",
+                    "stopReason": "stop",
+                    "timestamp": int(now * 1000),
+                    "usage": {
+                        "input": 10,
+                        "output": 5,
+                        "cacheRead": 0,
+                        "cacheWrite": 0,
+                        "totalTokens": 15,
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+                    },
+                },
+            }
+        )
         self.leaf = answer_id
         self.turns += 1
         return user, assistant
@@ -108,7 +135,9 @@ def write_big_session(session: Session, target_bytes: int, rng: random.Random, c
     total = len(chunks[0])
     text = filler(rng, 4000)
     while total < target_bytes:
-        user, answer = session.pair(f"question {session.turns}: {text[:400]}", f"answer {session.turns}: {text}")
+        user, answer = session.pair(
+            f"question {session.turns}: {text[:400]}", f"answer {session.turns}: {text}"
+        )
         chunks += [user, answer]
         total += len(user) + len(answer)
         if len(chunks) > 512:
@@ -128,8 +157,19 @@ class Service:
         command = [str(script)] if script.exists() else ["pbot-watch"]
         self.log = (base / "service.log").open("ab")
         self.proc = subprocess.Popen(
-            [*command, "run", "--sessions", str(sessions), "--archive", str(archive), "--log-level", "warning"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=self.env,
+            [
+                *command,
+                "run",
+                "--sessions",
+                str(sessions),
+                "--archive",
+                str(archive),
+                "--log-level",
+                "warning",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
         )
 
     def status(self) -> dict[str, Any]:
@@ -236,7 +276,10 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
                     return
 
         stopped_at = float("inf")
-        threads = [threading.Thread(target=writer, args=(s, random.Random(i)), daemon=True) for i, s in enumerate(sessions)]
+        threads = [
+            threading.Thread(target=writer, args=(s, random.Random(i)), daemon=True)
+            for i, s in enumerate(sessions)
+        ]
         poller = threading.Thread(target=watcher, daemon=True)
         cpu0, wall0 = service.cpu_seconds(), time.monotonic()
         poller.start()
@@ -254,7 +297,9 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
         missing = len(written) - len(seen)
     finally:
         service.stop()
-    quantiles = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) >= 2 else latencies * 99
+    quantiles = (
+        statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) >= 2 else latencies * 99
+    )
     return {
         "sessions": sessions_count,
         "answers written": len(written),
@@ -281,13 +326,16 @@ def phase_big_session(base: Path, megabytes: float) -> dict[str, Any]:
         # The session grows while the service runs, as a long Pi session does.
         started = time.monotonic()
         size = write_big_session(session, int(megabytes * 1e6), rng, "/bench/big")
-        before = service.wait(lambda s: idle_status(s) and s.get("records_written", 0) >= 1, 600, "the big session")
+        before = service.wait(
+            lambda s: idle_status(s) and s.get("records_written", 0) >= 1, 600, "the big session"
+        )
         index_seconds = time.monotonic() - started
         user, answer = session.pair("one more question", "one more answer " + filler(rng, 300))
         append(session.path, user + answer)
         after = service.wait(
             lambda s: s.get("bytes_parsed_total", 0) > before["bytes_parsed_total"] and idle_status(s),
-            30, "the append to be indexed",
+            30,
+            "the append to be indexed",
         )
     finally:
         service.stop()
@@ -297,7 +345,9 @@ def phase_big_session(base: Path, megabytes: float) -> dict[str, Any]:
         restarted = service.wait(idle_status, 60, "the restarted service")
         user2, answer2 = session.pair("after restart", "answer after restart")
         append(session.path, user2 + answer2)
-        again = service.wait(lambda s: s.get("bytes_parsed_total", 0) > 0 and idle_status(s), 60, "the append")
+        again = service.wait(
+            lambda s: s.get("bytes_parsed_total", 0) > 0 and idle_status(s), 60, "the append"
+        )
     finally:
         service.stop()
     return {
@@ -348,7 +398,9 @@ def phase_memory(base: Path, gigabytes: float, session_mb: float) -> dict[str, A
     try:
         started = time.monotonic()
         status = service.wait(
-            lambda s: idle_status(s) and s.get("files_tracked", 0) >= count, 3600, "the sessions to be indexed"
+            lambda s: idle_status(s) and s.get("files_tracked", 0) >= count,
+            3600,
+            "the sessions to be indexed",
         )
         seconds = time.monotonic() - started
         rss, peak = service.rss_mb()
@@ -367,14 +419,18 @@ def phase_memory(base: Path, gigabytes: float, session_mb: float) -> dict[str, A
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=20, help="sessions appended concurrently")
     parser.add_argument("--seconds", type=float, default=30, help="length of the latency phase")
     parser.add_argument("--period", type=float, default=1.0, help="seconds between two pairs of one session")
     parser.add_argument("--big-mb", type=float, default=20, help="size of the big session")
     parser.add_argument("--idle-seconds", type=float, default=20, help="length of the idle phase")
     parser.add_argument("--gb", type=float, default=1.0, help="gigabytes of sessions for the memory phase")
-    parser.add_argument("--session-mb", type=float, default=5, help="average session size in the memory phase")
+    parser.add_argument(
+        "--session-mb", type=float, default=5, help="average session size in the memory phase"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: a check that the bench runs")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()

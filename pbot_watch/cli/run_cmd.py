@@ -18,16 +18,26 @@ from pbot_watch.cli.options import archive_options
 @click.option("--exclude", multiple=True, help="Skip workspaces matching this glob (repeatable).")
 @click.option("--poll/--no-poll", default=None, help="Poll the folders instead of using inotify/FSEvents.")
 @click.option("--poll-seconds", type=float, default=None, help="Polling interval when polling.")
-@click.option("--debounce-seconds", type=float, default=None, help="Quiet time per file before it is re-read.")
+@click.option(
+    "--debounce-seconds", type=float, default=None, help="Quiet time per file before it is re-read."
+)
 @click.option("--reconcile-seconds", type=float, default=None, help="Period of the full rescan.")
-@click.option("--idle-seconds", type=float, default=None, help="No append for this long means idle: summaries run.")
+@click.option(
+    "--idle-seconds", type=float, default=None, help="No append for this long means idle: summaries run."
+)
 @click.option("--max-sessions-in-memory", type=int, default=None, help="Parsed session files kept in memory.")
 @click.option(
-    "--state-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
     help="Service state, status and lock. Default: $XDG_STATE_HOME/pbot-watch.",
 )
-@click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default=None, help="Log format.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Log level.")
+@click.option(
+    "--log-format", type=click.Choice(["auto", "json", "console"]), default=None, help="Log format."
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Log level."
+)
 def run_command(**flags: Any) -> None:
     """Watch Pi's session folders and keep the history archive up to date, until stopped.
 

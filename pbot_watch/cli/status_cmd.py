@@ -35,7 +35,9 @@ def _state_dir(explicit: Path | None) -> Path:
 @main.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the status file's JSON plus a 'state' field.")
 @click.option(
-    "--state-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
     help="Service state folder. Default: $PBOT_WATCH_STATE_DIR or $XDG_STATE_HOME/pbot-watch.",
 )
 def status_command(*, as_json: bool, state_dir: Path | None) -> None:
@@ -79,7 +81,9 @@ def _mb(count: int) -> str:
 
 
 def _lines(status: Any) -> list[str]:
-    observer = status.observer.kind + (f" (fallback: {status.observer.reason})" if status.observer.reason else "")
+    observer = status.observer.kind + (
+        f" (fallback: {status.observer.reason})" if status.observer.reason else ""
+    )
     roots = ", ".join(
         r.path + ("" if r.watched else " (not watched: missing)" if not r.exists else " (not watched)")
         for r in status.roots
@@ -96,8 +100,10 @@ def _lines(status: Any) -> list[str]:
         f" ({status.files_in_memory} files in memory)",
         f"  records    {status.records_written} written, {status.records_unchanged} unchanged,"
         f" {len(status.workspaces_written)} workspaces",
-        f"  parsed     {_mb(status.bytes_parsed_total)} total, {_mb(status.bytes_parsed_last_append)} for the last append",
-        f"  last append {_ago(status.last_append)}" + (f" ({status.last_append_path})" if status.last_append_path else ""),
+        f"  parsed     {_mb(status.bytes_parsed_total)} total,"
+        f" {_mb(status.bytes_parsed_last_append)} for the last append",
+        f"  last append {_ago(status.last_append)}"
+        + (f" ({status.last_append_path})" if status.last_append_path else ""),
     ]
     worker = status.idle_worker
     if worker:

@@ -59,7 +59,9 @@ class IdleClock:
         if self._armed and not self.running and self.idle(now):
             self._armed = False
             self._cancel = threading.Event()
-            self._thread = threading.Thread(target=self._run, args=(self._cancel,), name="pbot-idle", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, args=(self._cancel,), name="pbot-idle", daemon=True
+            )
             self.runs += 1
             self._thread.start()
 

@@ -169,7 +169,9 @@ class Server:
             try:
                 self.state = StateStore(settings.state_dir)
             except (OSError, sqlite3.Error) as error:
-                raise StartupError(f"cannot open the service state in {settings.state_dir}: {error}") from error
+                raise StartupError(
+                    f"cannot open the service state in {settings.state_dir}: {error}"
+                ) from error
             store = ArchiveStore(
                 central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
             )
@@ -384,7 +386,7 @@ class Server:
             heartbeat=iso(now),
             heartbeat_epoch=now,
             heartbeat_seconds=HEARTBEAT_SECONDS,
-            observer=watcher.info if watcher else ObserverInfo(),
+            observer=watcher.info if watcher else ObserverInfo(kind="none", reason=None),
             roots=watcher.root_info() if watcher else [],
             archive=str(self.settings.archive) if self.settings.archive else None,
             files_tracked=len(tailer.known) if tailer else 0,
@@ -396,7 +398,9 @@ class Server:
             bytes_parsed_total=counters.bytes_parsed_total if counters else 0,
             bytes_parsed_last_append=counters.bytes_parsed_last_append if counters else 0,
             last_append=iso(counters.last_append) if counters and counters.last_append else None,
-            last_append_path=str(counters.last_append_path) if counters and counters.last_append_path else None,
+            last_append_path=str(counters.last_append_path)
+            if counters and counters.last_append_path
+            else None,
             last_reconcile=iso(self.last_reconcile) if self.last_reconcile else None,
             activity=self.activity if running else "stopped",  # type: ignore[arg-type]
             pending_files=len(self.pending) + len(self.retries),

@@ -93,7 +93,9 @@ class StateStore:
             "SELECT path, dev, ino, offset, head, tail, session_id, workspace, skipped FROM files"
         )
         for path, dev, ino, offset, head, tail, session_id, workspace, skipped in rows:
-            yield FileState(Path(path), Cursor(dev, ino, offset, head, tail), session_id, workspace, bool(skipped))
+            yield FileState(
+                Path(path), Cursor(dev, ino, offset, head, tail), session_id, workspace, bool(skipped)
+            )
 
     def save(self, states: Iterable[FileState]) -> None:
         """Write cursors in one transaction (callers pass only files whose records are on disk)."""

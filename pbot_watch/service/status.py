@@ -39,7 +39,9 @@ class ObserverInfo(BaseModel):
 class RootInfo(BaseModel):
     path: str
     exists: bool
-    watched: bool = Field(description="false while the folder does not exist yet (its nearest parent is watched)")
+    watched: bool = Field(
+        description="false while the folder does not exist yet (its nearest parent is watched)"
+    )
 
 
 class ErrorInfo(BaseModel):
@@ -60,7 +62,7 @@ class Status(BaseModel):
     heartbeat: str
     heartbeat_epoch: float
     heartbeat_seconds: float = HEARTBEAT_SECONDS
-    observer: ObserverInfo = Field(default_factory=ObserverInfo)
+    observer: ObserverInfo = Field(default_factory=lambda: ObserverInfo(kind="none", reason=None))
     roots: list[RootInfo] = Field(default_factory=list)
     archive: str | None = Field(None, description="central archive folder, or none for per-workspace records")
     files_tracked: int = 0

@@ -84,7 +84,9 @@ def cursor_plan(path: Path, cursor: Cursor) -> str:
     try:
         st = os.fstat(fd)
         head, tail = Cursor.windows(cursor.offset)
-        decision = plan(cursor, st.st_dev, st.st_ino, st.st_size, _read_window(fd, head), _read_window(fd, tail))
+        decision = plan(
+            cursor, st.st_dev, st.st_ino, st.st_size, _read_window(fd, head), _read_window(fd, tail)
+        )
         if decision == "append" and st.st_size - cursor.offset <= PARTIAL_PEEK_BYTES:
             rest = os.pread(fd, st.st_size - cursor.offset, cursor.offset)
             if b"\n" not in rest:

@@ -40,7 +40,13 @@ log = structlog.get_logger("pbot_watch.service")
 
 SUFFIX = ".jsonl"
 # Opened/closed-without-write events are our own reads; attribute changes carry no content.
-_CONTENT_EVENTS = {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_DELETED, EVENT_TYPE_MOVED, EVENT_TYPE_CLOSED}
+_CONTENT_EVENTS = {
+    EVENT_TYPE_CREATED,
+    EVENT_TYPE_MODIFIED,
+    EVENT_TYPE_DELETED,
+    EVENT_TYPE_MOVED,
+    EVENT_TYPE_CLOSED,
+}
 _LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
 
 ChangeKind = Literal["file", "folder", "folder-gone"]
@@ -74,7 +80,9 @@ class EnqueueHandler(FileSystemEventHandler):
             if not raw:
                 continue
             if event.is_directory:
-                if event.event_type == EVENT_TYPE_CREATED or (event.event_type == EVENT_TYPE_MOVED and raw != paths[0]):
+                if event.event_type == EVENT_TYPE_CREATED or (
+                    event.event_type == EVENT_TYPE_MOVED and raw != paths[0]
+                ):
                     self.changes.put(Change("folder", Path(raw)))
                 elif event.event_type in (EVENT_TYPE_DELETED, EVENT_TYPE_MOVED):
                     self.changes.put(Change("folder-gone", Path(raw)))
@@ -93,13 +101,15 @@ def observer_kind(observer: BaseObserver) -> str:
 class Watcher:
     """The observer and the state of each root; driven from the consumer thread's ticks."""
 
-    def __init__(self, roots: list[Path], changes: queue.SimpleQueue[Change], poll: bool, poll_seconds: float) -> None:
+    def __init__(
+        self, roots: list[Path], changes: queue.SimpleQueue[Change], poll: bool, poll_seconds: float
+    ) -> None:
         self.roots = roots
         self.changes = changes
         self.poll_seconds = poll_seconds
         self.handler = EnqueueHandler(changes)
         self.watches: dict[Path, ObservedWatch] = {}
-        self.info = ObserverInfo(kind="none")
+        self.info = ObserverInfo(kind="none", reason=None)
         self._observer: BaseObserver | None = None
         self._polling = poll
         self._poll_reason = "polling requested (--poll / poll = true)" if poll else None
@@ -131,7 +141,9 @@ class Watcher:
                 observer.stop()
             raise
         self.info = ObserverInfo(kind=observer_kind(observer), reason=self._poll_reason)
-        log.info("watching", observer=self.info.kind, reason=self.info.reason, roots=[str(r) for r in self.watches])
+        log.info(
+            "watching", observer=self.info.kind, reason=self.info.reason, roots=[str(r) for r in self.watches]
+        )
 
     def _fall_back(self, reason: str) -> None:
         log.warning("falling back to polling", reason=reason)

@@ -17,7 +17,10 @@ def test_watch_latency_smoke() -> None:
     """Every phase reports its figures; every answer written reached its record."""
     result = subprocess.run(
         [sys.executable, str(REPO / "bench" / "watch_latency.py"), "--smoke", "--json"],
-        capture_output=True, text=True, timeout=110, check=False,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     figures = json.loads(result.stdout)

@@ -15,7 +15,12 @@ from tests.service.watcher import Expect, ServiceProcess, append, append_split, 
 
 pytestmark = pytest.mark.timeout(120)
 
-SOURCES = ["03-tour-kitchen-sink.jsonl", "06-branching.jsonl", "07-auto-compaction.jsonl", "02-tool-calls.jsonl"]
+SOURCES = [
+    "03-tour-kitchen-sink.jsonl",
+    "06-branching.jsonl",
+    "07-auto-compaction.jsonl",
+    "02-tool-calls.jsonl",
+]
 
 
 class Writer(threading.Thread):
@@ -29,7 +34,9 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         position = [0] * len(self.todo)
-        while not self.stop.is_set() and any(p < len(lines) for p, (_, lines) in zip(position, self.todo, strict=True)):
+        while not self.stop.is_set() and any(
+            p < len(lines) for p, (_, lines) in zip(position, self.todo, strict=True)
+        ):
             for i, (path, lines) in enumerate(self.todo):
                 if position[i] >= len(lines):
                     continue

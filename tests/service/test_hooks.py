@@ -30,7 +30,12 @@ def running(tmp_path: Path) -> Iterator[tuple[Server, Path, list[tuple[Path, str
     sessions = tmp_path / "sessions"
     (sessions / "--p--").mkdir(parents=True)
     settings = load_settings(
-        {"sessions": [sessions], "archive": tmp_path / "archive", "idle_seconds": 0.5, "debounce_seconds": 0.05}
+        {
+            "sessions": [sessions],
+            "archive": tmp_path / "archive",
+            "idle_seconds": 0.5,
+            "debounce_seconds": 0.05,
+        }
     )
     seen: list[tuple[Path, str]] = []
     worker = Blocking()
@@ -74,7 +79,9 @@ class TestHooks:
         assert worker.saw_cancel.wait(5)
         assert server.idle.cancelled == 1
 
-    def test_status_embeds_providers(self, running: tuple[Server, Path, list[tuple[Path, str]], Blocking]) -> None:
+    def test_status_embeds_providers(
+        self, running: tuple[Server, Path, list[tuple[Path, str]], Blocking]
+    ) -> None:
         """The "summaries" provider fills ``summaries``; others go under ``extensions``."""
         server, _, _, _ = running
         status = wait_for(lambda: read_status(server.settings.state_dir), what="a status file")

@@ -23,7 +23,9 @@ HOLD = (
 class TestInstanceLock:
     def test_refused_while_another_process_holds_it(self, tmp_path: Path) -> None:
         """The refusal names the holder's pid; after it dies (even by SIGKILL) the lock is free."""
-        holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
         try:
             assert holder.stdout is not None
             assert holder.stdout.readline().strip() == "held"

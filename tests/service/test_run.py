@@ -98,7 +98,7 @@ class TestFollowing:
             assert service.stop() == 0
 
     def test_fork_copies_ids_into_a_new_session(self, roots: tuple[Path, Path, Expect]) -> None:
-        """A fork (new header, entries copied with their ids) gets its own record; the source keeps its own."""
+        """A fork (new header, entries copied with their ids) gets its own record; the source keeps its."""
         sessions, archive, expect = roots
         with ServiceProcess([sessions], archive).start() as service:
             source = lines_of(PLAIN)
@@ -106,7 +106,9 @@ class TestFollowing:
             append(original, b"".join(source))
             expect.same(service=service)
             fork = sessions / "--proj-a--" / "fork.jsonl"
-            header = with_session_id(source[0], "0f0f0f0f-0000-7000-8000-00000000f0f0", parentSession=str(original))
+            header = with_session_id(
+                source[0], "0f0f0f0f-0000-7000-8000-00000000f0f0", parentSession=str(original)
+            )
             append(fork, header)
             for line in source[1:]:
                 append(fork, line)
@@ -226,7 +228,10 @@ class TestLifecycle:
         with ServiceProcess([sessions], archive).start() as service:
             second = subprocess.run(
                 ["pbot-watch", "run", "--sessions", str(sessions), "--archive", str(archive)],
-                capture_output=True, text=True, timeout=30, check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
             )
             assert second.returncode == 1
             assert f"already running (pid {service.pid}" in second.stderr
@@ -262,13 +267,18 @@ class TestLifecycle:
         """An invalid flag value fails before starting, naming the key."""
         result = subprocess.run(
             ["pbot-watch", "run", "--sessions", str(tmp_path), "--debounce-seconds", "-1"],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         assert result.returncode == 1
         assert "debounce_seconds" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
 
-    def test_env_setting_applies(self, roots: tuple[Path, Path, Expect], monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_env_setting_applies(
+        self, roots: tuple[Path, Path, Expect], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """``PBOT_WATCH_POLL=true`` selects polling without a flag."""
         sessions, archive, _ = roots
         monkeypatch.setenv("PBOT_WATCH_POLL", "true")
@@ -276,27 +286,43 @@ class TestLifecycle:
             assert service.wait_status(lambda s: True, "status").observer.kind == "polling"
             assert service.stop() == 0
 
-    def test_unwritable_state_dir_fails_cleanly(self, roots: tuple[Path, Path, Expect], tmp_path: Path) -> None:
+    def test_unwritable_state_dir_fails_cleanly(
+        self, roots: tuple[Path, Path, Expect], tmp_path: Path
+    ) -> None:
         """A state folder that cannot be created is one error line, not a traceback."""
         sessions, archive, _ = roots
         blocker = tmp_path / "file"
         blocker.write_text("not a folder")
         result = subprocess.run(
-            ["pbot-watch", "run", "--sessions", str(sessions), "--archive", str(archive),
-             "--state-dir", str(blocker / "state")],
-            capture_output=True, text=True, timeout=30, check=False,
+            [
+                "pbot-watch",
+                "run",
+                "--sessions",
+                str(sessions),
+                "--archive",
+                str(archive),
+                "--state-dir",
+                str(blocker / "state"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         assert result.returncode == 1
         assert "Traceback" not in result.stderr
         assert str(blocker) in result.stderr
 
     def test_missing_workspace_is_a_warning(self, tmp_path: Path) -> None:
-        """Per-workspace records for a workspace that is gone: a warning in status, and the service goes on."""
+        """Per-workspace records for a workspace that is gone: a warning in status; the service goes on."""
         sessions = tmp_path / "sessions"
         path = sessions / "--gone--" / "s.jsonl"
         path.parent.mkdir(parents=True)
         lines = lines_of(PLAIN)
-        append(path, with_session_id(lines[0], "0d0d0d0d-0000-7000-8000-00000000d0d0", cwd=str(tmp_path / "gone")))
+        append(
+            path,
+            with_session_id(lines[0], "0d0d0d0d-0000-7000-8000-00000000d0d0", cwd=str(tmp_path / "gone")),
+        )
         append(path, b"".join(lines[1:]))
         service = ServiceProcess([sessions], tmp_path / "unused")
         service.args = ["pbot-watch", "run", "--log-format", "json", "--sessions", str(sessions)]
@@ -309,7 +335,12 @@ class TestLifecycle:
             workspace.mkdir()
             other = sessions / "--ws--" / "t.jsonl"
             other.parent.mkdir()
-            append(other, with_session_id(lines[0], "0c0c0c0c-0000-7000-8000-00000000c0c0", cwd=str(workspace)))
+            append(
+                other, with_session_id(lines[0], "0c0c0c0c-0000-7000-8000-00000000c0c0", cwd=str(workspace))
+            )
             append(other, b"".join(lines[1:]))
-            wait_for(lambda: list((workspace / ".pi" / "pbot" / "history").glob("*.json")), what="a workspace record")
+            wait_for(
+                lambda: list((workspace / ".pi" / "pbot" / "history").glob("*.json")),
+                what="a workspace record",
+            )
             assert service.stop() == 0

@@ -37,7 +37,9 @@ class TestMigrations:
         db.close()
         store = StateStore(tmp_path)
         assert store.applied == ["m002_files_skipped"]
-        assert list(store.files()) == [FileState(Path("/s.jsonl"), Cursor(1, 2, 3, "h", "t"), "sid", "/w", False)]
+        assert list(store.files()) == [
+            FileState(Path("/s.jsonl"), Cursor(1, 2, 3, "h", "t"), "sid", "/w", False)
+        ]
         store.close()
 
 

@@ -21,15 +21,22 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def status_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pbot-watch", "status", *args], capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(
+        ["pbot-watch", "status", *args], capture_output=True, text=True, timeout=30, check=False
+    )
 
 
 def fake_status(pid: int, age: float) -> Status:
     """A status file as the service writes it, ``age`` seconds after its last heartbeat."""
     beat = time.time() - age
     return Status(
-        running=True, pid=pid, version="0.1.0", started=iso(beat - 60), uptime_seconds=60,
-        heartbeat=iso(beat), heartbeat_epoch=beat,
+        running=True,
+        pid=pid,
+        version="0.1.0",
+        started=iso(beat - 60),
+        uptime_seconds=60,
+        heartbeat=iso(beat),
+        heartbeat_epoch=beat,
     )
 
 
@@ -46,12 +53,26 @@ class TestStatusCommand:
             assert (document["state"], document["running"], document["pid"]) == ("running", True, service.pid)
             assert document["observer"]["kind"] == "inotify"
             assert document["roots"] == [{"path": str(sessions.parent), "exists": True, "watched": True}]
-            assert (document["files_tracked"], document["sessions_tracked"], document["records_written"]) == (1, 1, 1)
+            assert (document["files_tracked"], document["sessions_tracked"], document["records_written"]) == (
+                1,
+                1,
+                1,
+            )
             assert document["bytes_parsed_total"] == (sessions / "01-plain-multiturn.jsonl").stat().st_size
             assert document["activity"] in ("idle", "busy")
             assert document["summaries"]["model"] == "offline"
-            for key in ("version", "uptime_seconds", "heartbeat", "workspaces_written", "last_append",
-                        "bytes_parsed_last_append", "pending_files", "idle_worker", "errors", "warnings"):
+            for key in (
+                "version",
+                "uptime_seconds",
+                "heartbeat",
+                "workspaces_written",
+                "last_append",
+                "bytes_parsed_last_append",
+                "pending_files",
+                "idle_worker",
+                "errors",
+                "warnings",
+            ):
                 assert key in document
             human = status_cli()
             assert human.returncode == 0
@@ -112,7 +133,9 @@ class TestStatusCommand:
             " if m in sys.modules]\n"
             "print('HEAVY', heavy)\n"
         )
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+        )
         assert "HEAVY []" in result.stdout, result.stdout + result.stderr
 
 

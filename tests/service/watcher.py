@@ -50,7 +50,9 @@ class ServiceProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
         if wait:
-            self.wait_status(lambda s: s.running and s.activity == "idle", "the service to start and catch up")
+            self.wait_status(
+                lambda s: s.running and s.activity == "idle", "the service to start and catch up"
+            )
         return self
 
     @property
@@ -134,7 +136,9 @@ class Expect:
         self.count = 0
         self.kept: set[str] = set()
 
-    def same(self, timeout: float = DEADLINE, service: ServiceProcess | None = None) -> dict[str, dict[str, Any]]:
+    def same(
+        self, timeout: float = DEADLINE, service: ServiceProcess | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Wait until the live archive equals a one-shot index (plus the records of deleted files)."""
         self.count += 1
         expected = one_shot(self.sessions, self.scratch / f"expected-{self.count}")
@@ -149,7 +153,9 @@ class Expect:
         try:
             wait_for(equal, timeout, "the live archive to equal a one-shot index")
         except AssertionError:
-            detail = {k: ("missing" if k not in last else "differs") for k in expected if last.get(k) != expected[k]}
+            detail = {
+                k: ("missing" if k not in last else "differs") for k in expected if last.get(k) != expected[k]
+            }
             extra = sorted(set(last) - set(expected) - self.kept)
             tail = service.log_tail() if service else ""
             raise AssertionError(f"archive differs: {detail}, unexpected {extra}\n{tail}") from None
