@@ -9,10 +9,58 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+# pbot builds nodes from object literals, so its key order is part of what it compares
+# (``JSON.stringify(before) !== JSON.stringify(value)``): a record that passes through our
+# models must come out in the order it went in, or pbot would rewrite it for nothing.
+EXCHANGE_ORDER = ("entryIds", "from", "to", "completed", "text", "id", "kind", "level", "children", "parents", "ready")
+SUMMARY_ORDER = ("entryIds", "text", "from", "to", "completed", "id", "kind", "level", "children", "parents", "ready")
+SESSION_ORDER = ("id", "kind", "level", "entryIds", "text", "ready", "completed", "from", "to", "parents", "children")
+RECORD_ORDER = ("id", "sessionId", "name", "nodes")
 
 
-class HistoryNode(BaseModel):
+class _Ordered(BaseModel):
+    """Serialises its keys in the order they were read (or pbot's order for new objects)."""
+
+    _key_order: tuple[str, ...] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        instance = handler(data)
+        if isinstance(data, dict) and isinstance(instance, _Ordered):
+            instance._key_order = tuple(data)
+        return instance
+
+    def _default_order(self) -> tuple[str, ...]:
+        return ()
+
+    @model_serializer(mode="wrap")
+    def _ordered(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        order = self._key_order or self._default_order()
+        ordered: dict[str, Any] = {}
+        for key in order:
+            for name in (key, "from_" if key == "from" else "from" if key == "from_" else key):
+                if name in out and name not in ordered:
+                    ordered[name] = out[name]
+                    break
+        for key, value in out.items():
+            ordered.setdefault(key, value)
+        return ordered
+
+
+class HistoryNode(_Ordered):
     """One node: an exchange (level 0), a summary of four nodes (level >= 1) or the session (level -1)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -31,8 +79,11 @@ class HistoryNode(BaseModel):
     parents: list[str]
     ready: bool = Field(description="false for a summary not written yet")
 
+    def _default_order(self) -> tuple[str, ...]:
+        return {"session": SESSION_ORDER, "summary": SUMMARY_ORDER}.get(self.kind, EXCHANGE_ORDER)
 
-class HistoryRecord(BaseModel):
+
+class HistoryRecord(_Ordered):
     """One native Pi session's history. No file paths are stored."""
 
     model_config = ConfigDict(extra="allow")
@@ -42,9 +93,20 @@ class HistoryRecord(BaseModel):
     name: str = Field(description="latest session_info name, else the first exchange's text cut to 80 units")
     nodes: list[HistoryNode]
 
+    def _default_order(self) -> tuple[str, ...]:
+        return RECORD_ORDER
+
 
 def record_json_schema() -> dict[str, Any]:
+    """The published JSON Schema (docs/record.schema.json), generated from the models above."""
     schema = HistoryRecord.model_json_schema(by_alias=True)
+    # Only records in a central archive carry it; an optional property, not a model field, so
+    # that a workspace record read and written back does not gain a ``"workspace": null``.
+    schema["properties"]["workspace"] = {
+        "description": "central archive only: the session header's cwd (absent in workspace folders)",
+        "title": "Workspace",
+        "type": "string",
+    }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pbot history record"
     return schema

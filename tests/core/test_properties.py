@@ -1,0 +1,149 @@
+"""Properties over generated sessions (hypothesis): chunking, growth and the record round trip."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from pbot_watch.history.jstext import dumps
+from pbot_watch.history.nodes import index_history
+from pbot_watch.history.project import SessionFile
+from pbot_watch.history.record import HistoryRecord
+from tests.core.sessions import SessionBuilder, session_builders
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def record(state: SessionFile, previous: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    history = state.history()
+    if history is None:
+        return None
+    return index_history(history, previous or {"id": "rec", "nodes": []})
+
+
+def fed(data: bytes, cuts: list[int]) -> SessionFile:
+    state = SessionFile()
+    start = 0
+    for cut in sorted({c % (len(data) + 1) for c in cuts}):
+        state.feed(data[start:cut])
+        start = cut
+    state.feed(data[start:])
+    return state
+
+
+def whole(data: bytes) -> SessionFile:
+    state = SessionFile()
+    state.feed(data)
+    return state
+
+
+class TestChunking:
+    @SETTINGS
+    @given(builder=session_builders(max_entries=50, odd=True), cuts=st.lists(st.integers(min_value=0), max_size=30))
+    def test_random_chunks_equal_whole_file(self, builder: SessionBuilder, cuts: list[int]) -> None:
+        """Bytes fed in random pieces (cut inside lines and UTF-8 characters) give the whole file's record."""
+        data = builder.bytes()
+        assert record(whole(data)) == record(fed(data, cuts))
+
+    @SETTINGS
+    @given(builder=session_builders(max_entries=40), cuts=st.lists(st.integers(min_value=0), max_size=20))
+    def test_history_asked_between_chunks_changes_nothing(self, builder: SessionBuilder, cuts: list[int]) -> None:
+        """Asking for the history after every piece (as the watcher does) leaves the final record the same."""
+        data = builder.bytes()
+        state = SessionFile()
+        start = 0
+        for cut in sorted({c % (len(data) + 1) for c in cuts}):
+            state.feed(data[start:cut])
+            state.history()
+            start = cut
+        state.feed(data[start:])
+        assert record(whole(data)) == record(state)
+
+    @SETTINGS
+    @given(builder=session_builders(max_entries=30), size=st.integers(min_value=1, max_value=7))
+    def test_byte_by_byte_small_steps(self, builder: SessionBuilder, size: int) -> None:
+        """Even pieces of a few bytes give the same entries, malformed counts and record."""
+        data = builder.bytes()
+        state = SessionFile()
+        for i in range(0, len(data), size):
+            state.feed(data[i : i + size])
+        reference = whole(data)
+        assert (reference.reader.malformed, record(reference)) == (state.reader.malformed, record(state))
+
+
+class TestGrowth:
+    @SETTINGS
+    @given(builder=session_builders(max_entries=80, orphans=False, duplicates=False), split=st.floats(0.1, 0.9))
+    def test_grown_file_keeps_ids_and_ready_summaries(self, builder: SessionBuilder, split: float) -> None:
+        """Appending keeps every node id of the prefix, and every ready summary whose children did not change."""
+        lines = builder.bytes().splitlines(keepends=True)
+        cut = max(1, int(len(lines) * split))
+        state = SessionFile()
+        state.feed(b"".join(lines[:cut]))
+        first = record(state)
+        assume(first is not None)
+        assert first is not None
+        for node in first["nodes"]:
+            if node["kind"] == "summary":
+                node.update(text="done " + node["id"], ready=True)
+        state.feed(b"".join(lines[cut:]))
+        second = record(state, previous=first)
+        assert second is not None
+        before = {n["id"]: n for n in first["nodes"]}
+        after = {n["id"]: n for n in second["nodes"]}
+
+        def unchanged(node_id: str) -> bool:
+            old, new = before[node_id], after.get(node_id)
+            if new is None or new["children"] != old["children"]:
+                return False
+            if old["kind"] == "exchange":
+                return (old["text"], old["completed"]) == (new["text"], new["completed"])
+            return all(unchanged(child) for child in old["children"])
+
+        for node in first["nodes"]:
+            if node["kind"] == "exchange" and node["completed"]:
+                # a finished exchange never changes: its node id survives any append
+                assert node["id"] in after
+            if node["kind"] == "summary" and unchanged(node["id"]):
+                assert (node["text"], True) == (after[node["id"]]["text"], after[node["id"]]["ready"])
+
+    @SETTINGS
+    @given(turns=st.integers(min_value=4, max_value=70), more=st.integers(min_value=1, max_value=40))
+    def test_linear_growth_keeps_every_summary(self, turns: int, more: int) -> None:
+        """On a linear session, every summary of the prefix survives growth, text and all."""
+        b = SessionBuilder()
+        for i in range(turns):
+            b.turn(f"q{i}", f"a{i}")
+        first = record(whole(b.bytes()))
+        assert first is not None
+        for node in first["nodes"]:
+            if node["kind"] == "summary":
+                node.update(text="done", ready=True)
+        for i in range(more):
+            b.turn(f"later {i}")
+        second = record(whole(b.bytes()), previous=first)
+        assert second is not None
+        after = {n["id"]: n for n in second["nodes"]}
+        for node in first["nodes"]:
+            if node["kind"] != "session":
+                assert node["id"] in after
+                assert (node["text"], node["ready"]) == (after[node["id"]]["text"], after[node["id"]]["ready"])
+
+
+class TestRoundTrip:
+    @SETTINGS
+    @given(builder=session_builders(max_entries=60, odd=True))
+    def test_record_json_model_json_unchanged(self, builder: SessionBuilder) -> None:
+        """record -> JSON -> pydantic HistoryRecord -> JSON gives the same JSON (aliases and extras kept)."""
+        built = record(whole(builder.bytes()))
+        assume(built is not None)
+        for node in built["nodes"] if built else []:
+            if node["kind"] == "summary":
+                node.update(text="s", ready=True, summarizer="offline")
+        text = dumps(built)
+        model = HistoryRecord.model_validate_json(text)
+        assert json.loads(text) == json.loads(model.model_dump_json(by_alias=True))
+        assert text == dumps(model.model_dump(by_alias=True, mode="json"))
