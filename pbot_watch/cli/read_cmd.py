@@ -46,6 +46,7 @@ def read_command(
         raise CommandError(str(error), EXIT_USAGE) from error
     finally:
         context.close()
+    page.warnings = context.warnings
     if as_json:
         click.echo(page.model_dump_json(by_alias=True, indent=2))
         return

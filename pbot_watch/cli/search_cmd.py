@@ -69,6 +69,7 @@ def search_command(
         raise CommandError(str(error), EXIT_USAGE) from error
     finally:
         context.close()
+    result.warnings = context.warnings
     if as_json:
         click.echo(result.model_dump_json(by_alias=True, indent=2))
         return
@@ -83,6 +84,8 @@ def render(result: SearchResult) -> None:
     from pbot_watch.search.render import highlight, local_time  # noqa: PLC0415
 
     console = Console()
+    for warning in result.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     if not result.matches:
         console.print("no matches" if result.query.strip() else "no sessions")
         return

@@ -9,7 +9,7 @@ easily as the workspaces'.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pbot_watch.config import Settings, load_settings
@@ -22,6 +22,7 @@ class QueryContext:
     settings: Settings
     index: SearchIndex
     folders: list[RecordFolder]
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def folder_paths(self) -> list[Path]:
@@ -44,9 +45,8 @@ def prepare(settings: Settings, *, refresh: bool = True) -> QueryContext:
     index = open_index(settings)
     try:
         folders = record_folders(index, settings.sessions, settings.archive)
-        if refresh:
-            index.update_from_archive(folders)
+        warnings = index.update_from_archive(folders).warnings if refresh else []
     except BaseException:
         index.close()
         raise
-    return QueryContext(settings, index, folders)
+    return QueryContext(settings, index, folders, warnings)

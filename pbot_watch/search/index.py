@@ -27,7 +27,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,7 @@ class RefreshReport:
     records_seen: int = 0
     records_updated: int = 0
     records_removed: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def _stat(path: Path) -> os.stat_result | None:
@@ -210,6 +211,7 @@ class SearchIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = self._open(path)
+        self._unreadable: list[str] = []
 
     # ---- opening ----------------------------------------------------------------------
     @classmethod
@@ -288,6 +290,7 @@ class SearchIndex:
         ``forget_others`` drops folders not listed (a rebuild from exactly these folders).
         """
         report = RefreshReport()
+        self._unreadable = report.warnings
         wanted = {f.path: f for f in folders}
         known = {Path(p): (w, m) for p, w, m in self.conn.execute("SELECT path, workspace, mtime_ns FROM folders")}
         stale = [p for p in known if p not in wanted] if forget_others else []
@@ -412,6 +415,7 @@ class SearchIndex:
         record = _read_json(path)
         if record is None:
             # Torn or foreign: keep what we had (a later write will bring the new content).
+            self._unreadable.append(f"{path}: not a readable history record; skipped")
             return False
         workspace = record.get("workspace") if isinstance(record.get("workspace"), str) else folder.workspace
         name = record.get("name") if isinstance(record.get("name"), str) else ""

@@ -151,3 +151,13 @@ class TestImports:
         )
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
         assert "IMPORTED []" in result.stdout, result.stdout + result.stderr
+
+
+class TestWarnings:
+    def test_unreadable_record_is_a_warning(self, central: tuple[Path, Path]) -> None:
+        """A file in the archive that is not a record is reported in warnings, not fatal."""
+        _, archive = central
+        (archive / "broken.json").write_text("{not json", encoding="utf-8")
+        data = json.loads(run("search", "notes", "--archive", str(archive), "--json").stdout)
+        assert data["total"] > 0
+        assert any("broken.json" in w for w in data["warnings"])

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pbot_watch.search.errors import BadCursor, BadRange, UnknownHandle
 from pbot_watch.search.index import SearchIndex
@@ -193,3 +196,40 @@ class TestRealFixture:
             page = recall(idx, hit.handle)
             assert page.text.startswith('read {"path": "notes.txt"}\nline one of notes')
             assert "line two of notes" in page.text
+
+
+class TestScopeProperty:
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(parents=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=25), data=st.data())
+    def test_hits_are_exactly_the_path(self, tmp_path_factory: pytest.TempPathFactory, parents: list[int], data: st.DataObject) -> None:
+        """On a random tree, a search from any leaf finds every entry on its path and nothing else."""
+        base = tmp_path_factory.mktemp("tree")
+        w = SessionWriter(base / "s" / "t.jsonl", "tree")
+        ids: list[str] = []
+        for i, p in enumerate(parents):
+            parent = ids[p % len(ids)] if ids and p else (ids[-1] if ids else None)
+            ids.append(w.user(f"e{i}", f"marker word{i}x", parent=parent))
+        leaf = data.draw(st.sampled_from(ids))
+        by_id = {}
+        with (base / "s" / "t.jsonl").open(encoding="utf-8") as handle:
+            for line in handle.read().splitlines()[1:]:
+                entry = json.loads(line)
+                by_id[entry["id"]] = entry["parentId"]
+        path, node = set(), leaf
+        while node is not None:
+            path.add(node)
+            node = by_id[node]
+        with SearchIndex(base / "search.db") as idx:
+            refresh_memory(idx, [base / "s"])
+            found = set()
+            cursor = None
+            while True:
+                page = search_memory(idx, "marker", leaf=leaf, after=cursor, limit=50)
+                found |= {h.entryId for h in page.hits}
+                cursor = page.nextCursor
+                if cursor is None:
+                    break
+            assert path == found
+            for entry in ids:
+                hits = search_memory(idx, f"word{entry[1:]}x", leaf=leaf).total
+                assert (1 if entry in path else 0) == hits
