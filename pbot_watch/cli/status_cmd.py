@@ -81,9 +81,7 @@ def _mb(count: int) -> str:
 
 
 def _lines(status: Any) -> list[str]:
-    observer = status.observer.kind + (
-        f" (fallback: {status.observer.reason})" if status.observer.reason else ""
-    )
+    observer = status.observer.kind + (f" ({status.observer.reason})" if status.observer.reason else "")
     roots = ", ".join(
         r.path + ("" if r.watched else " (not watched: missing)" if not r.exists else " (not watched)")
         for r in status.roots

@@ -273,10 +273,14 @@ class Server:
         assert self.watcher is not None
         now = time.monotonic()
         self.process_due(now)
-        for root in self.watcher.check():
+        appeared, vanished = self.watcher.check()
+        for root in appeared:
             self._status_dirty = True
             for path in scan([root]):
                 self._mark(path, now)
+        for root in vanished:
+            self._status_dirty = True
+            self._accept(Change("folder-gone", root))
         if now >= self._next_reconcile:
             self.reconcile()
         self.idle.tick(time.monotonic())

@@ -162,38 +162,49 @@ class Watcher:
             observer.join(timeout)
 
     # ---- per tick ------------------------------------------------------------------------
-    def check(self) -> list[Path]:
-        """Watch roots that appeared, drop roots that vanished, fall back if inotify died.
+    def check(self) -> tuple[list[Path], list[Path]]:
+        """Watch roots that appeared, drop roots that vanished, re-watch roots whose watch died.
 
-        Returns the roots newly watched (or re-watched after a fallback): they need a scan.
+        A watch dies when its root is deleted (inotify drops it; the root may be back already)
+        or when inotify fails while adding a subfolder. Scheduling it again tells the two apart:
+        it works, or it fails with a limit and the service falls back to polling. Returns the
+        roots newly watched (they need a scan: files may have appeared unseen) and the roots
+        that vanished (their files are gone, whether or not each deletion sent an event).
         """
         observer = self._observer
         if observer is None:
-            return []
-        if not self._polling and any(not e.is_alive() for e in list(observer.emitters)):
-            self._fall_back("an inotify emitter stopped (watch limit reached while adding a folder?)")
-            return list(self.watches)
+            return [], []
+        emitters = {e.watch: e for e in list(observer.emitters)}
         appeared: list[Path] = []
+        vanished: list[Path] = []
         for root in self.roots:
             exists = root.is_dir()
             watch = self.watches.get(root)
-            if watch is not None and not exists:
+            if watch is not None:
+                emitter = emitters.get(watch)
+                if exists and emitter is not None and emitter.is_alive():
+                    continue
                 with contextlib.suppress(Exception):
                     observer.unschedule(watch)
                 del self.watches[root]
-                log.info("session root vanished", root=str(root))
-            elif watch is None and exists:
-                try:
-                    self.watches[root] = observer.schedule(self.handler, str(root), recursive=True)
-                except OSError as error:
-                    if self._polling or error.errno not in _LIMIT_ERRNOS:
-                        log.warning("cannot watch root yet", root=str(root), error=str(error))
-                        continue
-                    self._fall_back(f"inotify limit reached watching {root}: {_describe(error)}")
-                    return list(self.watches)
-                log.info("session root appeared", root=str(root))
-                appeared.append(root)
-        return appeared
+                if not exists:
+                    log.info("session root vanished", root=str(root))
+                    vanished.append(root)
+                    continue
+                log.info("watching root again", root=str(root), reason="its watch stopped")
+            if not exists:
+                continue
+            try:
+                self.watches[root] = observer.schedule(self.handler, str(root), recursive=True)
+            except OSError as error:
+                if self._polling or error.errno not in _LIMIT_ERRNOS:
+                    log.warning("cannot watch root yet", root=str(root), error=str(error))
+                    continue
+                self._fall_back(f"inotify limit reached watching {root}: {_describe(error)}")
+                return list(self.watches), vanished
+            log.info("watching session root", root=str(root))
+            appeared.append(root)
+        return appeared, vanished
 
     def root_info(self) -> list[RootInfo]:
         return [RootInfo(path=str(r), exists=r.is_dir(), watched=r in self.watches) for r in self.roots]

@@ -160,6 +160,46 @@ class TestFollowing:
             assert status.roots[0].exists
             assert service.stop() == 0
 
+    def test_reconcile_catches_what_events_miss(self, tmp_path: Path) -> None:
+        """A folder linked into a root sends no events; only the rescan finds it."""
+        sessions, elsewhere = tmp_path / "sessions", tmp_path / "elsewhere"
+        sessions.mkdir()
+        elsewhere.mkdir()
+        (sessions / "linked").symlink_to(elsewhere)
+        archive = tmp_path / "archive"
+        expect = Expect([sessions], archive, tmp_path)
+        with ServiceProcess([sessions], archive, "--reconcile-seconds", "1").start() as service:
+            path = elsewhere / "s.jsonl"
+            for line in lines_of(PLAIN):
+                append(path, line)
+            assert len(expect.same(service=service)) == 1
+            assert (
+                service.wait_status(lambda s: s.last_reconcile is not None, "a reconcile").files_tracked == 1
+            )
+            assert service.stop() == 0
+
+    @pytest.mark.parametrize("observer", ["inotify", "polling"])
+    def test_root_deleted_and_recreated(self, roots: tuple[Path, Path, Expect], observer: str) -> None:
+        """A root removed while running is dropped; when it comes back it is watched and scanned again."""
+        sessions, archive, expect = roots
+        extra = ["--poll", "--poll-seconds", "0.2"] if observer == "polling" else []
+        with ServiceProcess([sessions], archive, *extra).start() as service:
+            expect.same(service=service)
+            expect.kept = set(records(archive))
+            shutil.rmtree(sessions)
+            service.wait_status(
+                lambda s: not s.roots[0].exists and s.files_tracked == 0, "the root to vanish"
+            )
+            (sessions / "--back--").mkdir(parents=True)
+            append(sessions / "--back--" / "s.jsonl", PLAIN.read_bytes())
+            expect.same(service=service)
+            status = service.wait_status(
+                lambda s: s.roots[0].watched and s.files_tracked == 1, "the root again"
+            )
+            assert status.observer.kind == observer
+            assert len(records(archive)) == 3
+            assert service.stop() == 0
+
     def test_restart_parses_nothing_unchanged(self, roots: tuple[Path, Path, Expect]) -> None:
         """A restart over unchanged files reads no session bytes; an append meanwhile is caught up."""
         sessions, archive, expect = roots
