@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -151,6 +152,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (a list of conversations)")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    parser.add_argument("--baseline", action="store_true", help="also score a plain BM25 over single turns")
     args = parser.parse_args()
     data = json.loads(args.data.read_text(encoding="utf-8"))
     work = args.keep or Path(tempfile.mkdtemp(prefix="pbot-locomo-"))
@@ -186,6 +188,9 @@ def main() -> None:
                 totals[f"all@{k}"].append(value)
                 totals[f"{label}@{k}"].append(value)
     index.close()
+    if args.baseline:
+        for k, value in plain_bm25(data, texts).items():
+            print(f"baseline: plain BM25 over single turns recall@{k} {value:.3f}")
 
     def mean(key: str) -> float:
         values = totals[key]
@@ -196,6 +201,30 @@ def main() -> None:
         if totals[f"{label}@5"]:
             print(f"{label:12} {len(totals[f'{label}@5']):9d} {mean(f'{label}@5'):9.3f} {mean(f'{label}@10'):10.3f}")
     print(f"recall@5 {mean('all@5'):.3f} recall@10 {mean('all@10'):.3f}")
+
+
+def plain_bm25(data: list[dict[str, Any]], texts: dict[str, str]) -> dict[int, float]:
+    """The reference point: FTS5's default tokenizer and BM25, one row per turn, the question's words OR-ed."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE turns USING fts5(sample UNINDEXED, dia UNINDEXED, body)")
+    conn.executemany(
+        "INSERT INTO turns(sample, dia, body) VALUES (?, ?, ?)",
+        [(key.split("/", 1)[0], key.split("/", 1)[1], text) for key, text in texts.items()],
+    )
+    scores: dict[int, list[float]] = {5: [], 10: []}
+    for conversation in data:
+        sample = conversation["sample_id"]
+        for qa in conversation["qa"]:
+            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str) and f"{sample}/{e.strip()}" in texts}
+            words = re.findall(r"\w+", str(qa["question"]).lower())
+            if not evidence or not words:
+                continue
+            query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+            ranked = [d for (d,) in conn.execute(
+                "SELECT dia FROM turns WHERE turns MATCH ? AND sample = ? ORDER BY bm25(turns) LIMIT 10", (query, sample))]
+            for k in scores:
+                scores[k].append(len(evidence & set(ranked[:k])) / len(evidence))
+    return {k: sum(v) / len(v) for k, v in scores.items() if v}
 
 
 if __name__ == "__main__":

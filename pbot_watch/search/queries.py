@@ -363,7 +363,7 @@ def _scan(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int
     return _result(index, query, "literal", _rows(index, hits[offset : offset + limit]), needle, len(hits), offset, limit)
 
 
-def _drop_common(index: SearchIndex, terms: list[str]) -> list[str]:
+def _drop_common(index: SearchIndex, terms: list[str], filt: _Filter) -> list[str]:
     """Terms found in more than ``COMMON_TERM_SHARE`` of all nodes, dropped when rarer ones remain.
 
     Such a term adds almost nothing to BM25 (its IDF is near zero) but makes FTS5 score most
@@ -372,17 +372,32 @@ def _drop_common(index: SearchIndex, terms: list[str]) -> list[str]:
     """
     if len(terms) < 2:  # noqa: PLR2004 - nothing to weigh a single term against
         return terms
-    limit = COMMON_TERM_SHARE * _node_count(index)
-    counts = {
-        t: index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_quote(t),)).fetchone()[0]
-        for t in terms
-    }
+    if filt.narrowing:
+        # Common within what is searched: a name in every turn of one conversation is noise
+        # there even if the rest of the archive never mentions it.
+        limit = COMMON_TERM_SHARE * _count(index, filt, ["n.searchable = 1"])
+        counts = {}
+        for t in terms:
+            fts = "n.rowid IN (SELECT rowid FROM nodes_terms WHERE nodes_terms MATCH :term)"
+            counts[t] = _count(index, _with(filt, term=fts_quote(t)), ["n.searchable = 1", fts])
+    else:
+        limit = COMMON_TERM_SHARE * _node_count(index)
+        counts = {
+            t: index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_quote(t),)).fetchone()[0]
+            for t in terms
+        }
     rare = [t for t in terms if counts[t] <= limit]
     return rare or terms
 
 
+def _with(filt: _Filter, **params: Any) -> _Filter:
+    copy = _Filter.__new__(_Filter)
+    copy.clauses, copy.params, copy.narrowing = list(filt.clauses), {**filt.params, **params}, filt.narrowing
+    return copy
+
+
 def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int) -> SearchResult:
-    terms = _drop_common(index, query_terms(query))
+    terms = _drop_common(index, query_terms(query), filt)
     if not terms:
         return SearchResult(query=query, match="terms", matches=[], total=0, nextOffset=None)
     fts = fts_any(terms)

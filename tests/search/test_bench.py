@@ -32,6 +32,7 @@ class TestBenchmarks:
         data[0]["qa"] = [qa for qa in data[0]["qa"] if all(e.startswith(("D1:", "D2:")) for e in qa.get("evidence", []))][:8]
         small = tmp_path / "small.json"
         small.write_text(json.dumps(data), encoding="utf-8")
-        result = run("bench/locomo_recall.py", "--data", str(small), "--keep", str(tmp_path / "work"))
+        result = run("bench/locomo_recall.py", "--data", str(small), "--keep", str(tmp_path / "work"), "--baseline")
         assert 0 == result.returncode, result.stderr
+        assert "baseline: plain BM25 over single turns recall@10" in result.stdout
         assert re.fullmatch(r"recall@5 [01]\.\d{3} recall@10 [01]\.\d{3}", result.stdout.strip().splitlines()[-1])
