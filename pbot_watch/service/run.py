@@ -26,7 +26,6 @@ from types import FrameType
 import structlog
 
 from pbot_watch import __version__
-from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.config import Settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
@@ -43,7 +42,7 @@ from pbot_watch.service.status import (
     iso,
     write_status,
 )
-from pbot_watch.service.tail import Tailer
+from pbot_watch.service.tail import ArchiveWriter, Tailer
 from pbot_watch.service.watch import Change, Watcher
 
 log = structlog.get_logger("pbot_watch.service")
@@ -172,7 +171,7 @@ class Server:
                 raise StartupError(
                     f"cannot open the service state in {settings.state_dir}: {error}"
                 ) from error
-            store = ArchiveStore(
+            store = ArchiveWriter(
                 central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
             )
             self.tailer = Tailer(

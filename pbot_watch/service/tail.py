@@ -24,10 +24,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
 from pbot_watch.archive.files import ArchiveStore
+from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import Indexer, SyncResult
 from pbot_watch.pi.cursor import Cursor, plan
 from pbot_watch.service.hooks import RecordListener
@@ -96,12 +98,33 @@ def cursor_plan(path: Path, cursor: Cursor) -> str:
         os.close(fd)
 
 
+@dataclass
+class ArchiveWriter(ArchiveStore):
+    """``ArchiveStore`` that remembers the last write failure.
+
+    ``Indexer`` reports a record it could not write as a warning and goes on, which suits a
+    one-shot index. The service must know, to keep the file's old cursor and retry: a cursor
+    saved past bytes whose record is not on disk would lose them.
+    """
+
+    last_error: OSError | None = None
+
+    def save(
+        self, history: SessionHistory, workspace: str | None
+    ) -> tuple[Literal["written", "unchanged"], Path]:
+        try:
+            return super().save(history, workspace)
+        except OSError as error:
+            self.last_error = error
+            raise
+
+
 class Tailer:
     """Runs on the service's consumer thread only; nothing here is thread-safe by design."""
 
     def __init__(
         self,
-        store: ArchiveStore,
+        store: ArchiveWriter,
         state: StateStore,
         max_in_memory: int,
         listeners: Iterable[RecordListener] = (),
@@ -188,9 +211,13 @@ class Tailer:
         skipped: set[Path] = set()
         for session_id, result in to_save.items():
             siblings = self._load_siblings(session_id, report)
+            self.store.last_error = None
             try:
                 saved = self.indexer._save_session(result)  # noqa: SLF001 - same pipeline as index_all
-            except OSError as error:
+                error = self.store.last_error
+            except OSError as raised:
+                error = raised
+            if error is not None:
                 # Keep the old cursors and forget the parsed state: the retry re-reads from 0.
                 message = f"cannot write the record of session {session_id}: {error}"
                 for path in [result.path, *siblings]:
@@ -229,6 +256,13 @@ class Tailer:
         if result.outcome == "gone":
             self._forget([path])
             return result
+        if result.outcome == "unreadable":
+            # A permission or I/O error: retried later with backoff, from 0.
+            report.failed[path] = "; ".join(result.warnings) or f"cannot read {path}"
+            self.indexer.forget(path)
+            if self.on_error:
+                self.on_error(report.failed[path])
+            return None
         if result.malformed:
             log.debug("malformed lines", path=str(path), count=result.malformed)
         self._recent[path] = None

@@ -353,6 +353,30 @@ class TestLifecycle:
         assert "Traceback" not in result.stderr
         assert str(blocker) in result.stderr
 
+    def test_failed_record_write_is_retried(self, roots: tuple[Path, Path, Expect]) -> None:
+        """A record that cannot be written is an error in status, keeps its cursor back, and is retried."""
+        sessions, archive, expect = roots
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            aside = archive.with_name("archive-aside")
+            archive.rename(aside)
+            archive.write_text("a file where the archive folder should be")
+            path = sessions / "--proj-a--" / "06-branching.jsonl"
+            append(path, b"".join(lines_of(PLAIN)[1:]))  # new exchanges: the record must change
+            status = service.wait_status(lambda s: bool(s.errors), "the write error")
+            assert "cannot write the record" in status.errors[0].message
+            assert status.pending_files == 1
+            archive.unlink()
+            aside.rename(archive)
+            expect.same(service=service)
+            status = service.wait_status(lambda s: s.pending_files == 0, "the retry")
+            assert status.records_written == 3
+            assert service.stop() == 0
+        with ServiceProcess([sessions], archive).start() as service:
+            # The cursor was saved after the retried record only: nothing is left to do.
+            assert service.wait_status(lambda s: True, "status").bytes_parsed_total == 0
+            assert service.stop() == 0
+
     def test_missing_workspace_is_a_warning(self, tmp_path: Path) -> None:
         """Per-workspace records for a workspace that is gone: a warning in status; the service goes on."""
         sessions = tmp_path / "sessions"
