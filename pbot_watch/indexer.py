@@ -20,6 +20,7 @@ from pbot_watch.pi.cursor import Cursor, fingerprint, plan
 from pbot_watch.pi.entries import SessionReader
 
 READ_CHUNK = 1 << 20
+WHOLE_READ = 64 << 20
 
 Outcome = Literal["written", "unchanged", "empty", "skipped", "not-session", "gone", "unreadable", "idle"]
 
@@ -104,8 +105,10 @@ class Indexer:
         start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
         bytes_read = 0
         added = 0
+        # One read when the new part fits WHOLE_READ (the common case), chunks beyond that.
+        size = max(READ_CHUNK, min(st.st_size - start + 1, WHOLE_READ))
         while True:
-            chunk = os.pread(fd, READ_CHUNK, start + bytes_read)
+            chunk = os.pread(fd, size, start + bytes_read)
             if not chunk:
                 break
             bytes_read += len(chunk)
@@ -224,36 +227,47 @@ def index_all(
     report.sessions = len(by_session)
     indexer = Indexer(store)
     done = len(paths)
-    for session_id, files in sorted(by_session.items()):
-        readable: list[Path] = []
-        for path in files:
-            result = indexer._read_only(path)  # noqa: SLF001 - same pipeline, save batched per session
-            report.bytes_read += result.bytes_read
-            report.malformed += result.malformed
-            report.warnings.extend(result.warnings)
-            if result.session_id == session_id:
-                readable.append(path)
-            done += 1
-            if progress is not None:
-                progress(done, total)
-        if not readable:
+    written: dict[Path, str] = {}
+    with store.batch() as failures:
+        for session_id, files in sorted(by_session.items()):
+            readable: list[Path] = []
+            for path in files:
+                result = indexer._read_only(path)  # noqa: SLF001 - same pipeline, save batched per session
+                report.bytes_read += result.bytes_read
+                report.malformed += result.malformed
+                report.warnings.extend(result.warnings)
+                if result.session_id == session_id:
+                    readable.append(path)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+            if not readable:
+                report.skipped += 1
+                continue
+            tracked = indexer.files[readable[0]]
+            saved = indexer._save_session(  # noqa: SLF001
+                SyncResult(readable[0], "idle", session_id, tracked.workspace)
+            )
+            report.warnings.extend(saved.warnings)
+            if saved.outcome == "written":
+                report.written += 1
+                if saved.record is not None:
+                    written[saved.record] = session_id
+            elif saved.outcome == "unchanged":
+                report.unchanged += 1
+            elif saved.outcome == "skipped":
+                report.skipped += 1
+            else:
+                report.empty += 1
+            for path in files:
+                indexer.forget(path)
+    for path, error in sorted(failures.items()):
+        if path in written:
+            report.written -= 1
             report.skipped += 1
-            continue
-        tracked = indexer.files[readable[0]]
-        saved = indexer._save_session(  # noqa: SLF001
-            SyncResult(readable[0], "idle", session_id, tracked.workspace)
-        )
-        report.warnings.extend(saved.warnings)
-        if saved.outcome == "written":
-            report.written += 1
-        elif saved.outcome == "unchanged":
-            report.unchanged += 1
-        elif saved.outcome == "skipped":
-            report.skipped += 1
+            report.warnings.append(f"cannot write the record of session {written[path]}: {error}")
         else:
-            report.empty += 1
-        for path in files:
-            indexer.forget(path)
+            report.warnings.append(f"cannot sync {path}: {error}")
     return report
 
 
@@ -271,7 +285,15 @@ def read_session_id(path: Path) -> str | None | Literal[False]:
             chunk = handle.read(HEADER_CHUNK)
             if not chunk:
                 break
-            reader.feed(chunk)
+            # line by line: only the lines up to the header are decoded
+            start = 0
+            while reader.header is None and not reader.not_session:
+                end = chunk.find(b"\n", start)
+                if end < 0:
+                    reader.feed(chunk[start:])
+                    break
+                reader.feed(chunk[start : end + 1])
+                start = end + 1
     if reader.not_session:
         return False
     return reader.header.id if reader.header is not None else None

@@ -42,8 +42,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = FILE_MODE, *, sync_dir: bool = True) -> None:
     """Temp file in the same folder, fsync, ``os.replace``, fsync of the folder.
+
+    ``sync_dir=False`` leaves the folder's fsync to the caller, who batches many writes into
+    one folder and syncs it once (the replacement is atomic for readers either way; the folder
+    fsync only makes the new name survive a power cut).
 
     The temp name starts with a dot and ends in ``.tmp`` so that readers globbing ``*.json``
     never pick it up; a crash leaves at most such a file behind, which the next write ignores.
@@ -60,4 +64,5 @@ def write_atomic(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)

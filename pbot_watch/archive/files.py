@@ -15,11 +15,14 @@ import os
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pbot_watch.archive.atomic import ensure_dir, write_atomic
+from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.history.jstext import dumps
 from pbot_watch.history.nodes import SessionHistory, index_history
 
@@ -28,6 +31,7 @@ LEGACY_FIELDS = ("file",)
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 RECORD_CACHE_SIZE = 64
+BATCH_BYTES = 32 << 20  # queued record bytes that make a batch write out early
 
 
 class WorkspaceSkipped(Exception):
@@ -66,6 +70,9 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
 class _Folder:
     mtime_ns: int = -1
     by_session: dict[str, Path] = field(default_factory=dict)
+    # During a batch our own background writes change the folder's mtime at unknown
+    # moments; the map already holds them, so it is trusted until the batch ends.
+    trusted: bool = False
 
 
 @dataclass
@@ -79,10 +86,27 @@ class ArchiveStore:
     _records: OrderedDict[Path, tuple[tuple[int, int, int] | None, dict[str, Any]]] = field(
         default_factory=OrderedDict
     )
+    _writer: ThreadPoolExecutor | None = None
+    _queued: dict[Path, bytes] = field(default_factory=dict)
+    _queued_bytes: int = 0
+    _failures: dict[Path, OSError] = field(default_factory=dict)
+    _dirty_folders: set[Path] = field(default_factory=set)
+    # In a batch, a workspace's folder is checked (exists, writable) once, not per session.
+    _checked: dict[str, Path] = field(default_factory=dict)
 
     # ---- where records go -------------------------------------------------------------
     def folder_for(self, workspace: str | None) -> Path:
         """The record folder of a session whose header names ``workspace``; raises ``WorkspaceSkipped``."""
+        if workspace is not None and self._writer is not None:
+            checked = self._checked.get(workspace)
+            if checked is not None:
+                return checked
+        folder = self._folder_for(workspace)
+        if workspace is not None and self._writer is not None:
+            self._checked[workspace] = folder
+        return folder
+
+    def _folder_for(self, workspace: str | None) -> Path:
         if workspace is None:
             raise WorkspaceSkipped("the session header has no cwd")
         if self.include and not any(fnmatch.fnmatchcase(workspace, p) for p in self.include):
@@ -106,6 +130,8 @@ class ArchiveStore:
     # ---- finding records --------------------------------------------------------------
     def _folder(self, folder: Path) -> _Folder:
         state = self._folders.setdefault(folder, _Folder())
+        if state.trusted and self._writer is not None:
+            return state
         try:
             mtime = folder.stat().st_mtime_ns
         except OSError:
@@ -185,13 +211,74 @@ class ArchiveStore:
         return "written", path
 
     def write(self, path: Path, record: dict[str, Any]) -> None:
-        ensure_dir(path.parent)
-        write_atomic(path, (dumps(record) + "\n").encode("utf-8"))
-        self._remember(path, _stat_key(path), record)
+        """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes."""
+        data = (dumps(record, indent=None) + "\n").encode("utf-8")
+        if self._writer is None:
+            ensure_dir(path.parent)
+            write_atomic(path, data)
+            self._remember(path, _stat_key(path), record)
+            return
+        self._queued[path] = data  # a later write of the same path replaces the earlier one
+        self._queued_bytes += len(data)
+        self._remember(path, None, record)
+        if self._queued_bytes > BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write every queued record at once: many fsyncs in flight let the file system group them."""
+        queued, self._queued, self._queued_bytes = self._queued, {}, 0
+        assert self._writer is not None
+        folders = {path.parent for path in queued}
+        for folder in folders - self._dirty_folders:
+            ensure_dir(folder)
+        self._dirty_folders |= folders
+        futures = {path: self._writer.submit(write_atomic, path, data, sync_dir=False) for path, data in queued.items()}
+        for path, future in futures.items():
+            error = future.exception()
+            if isinstance(error, OSError):
+                self._failures[path] = error
+                self._records.pop(path, None)
+            elif error is not None:
+                raise error
+
+    @contextmanager
+    def batch(self, workers: int = 16) -> Iterator[dict[Path, OSError]]:
+        """Defer record writes and do them together, each still atomic (temp file, fsync, replace).
+
+        A pass that rewrites hundreds of records pays one group of concurrent fsyncs instead of
+        hundreds of serial ones, and its reading never waits on a journal commit. Folders are
+        fsynced once each at the end. The yielded dict fills with the paths whose write failed.
+        """
+        self._failures = {}
+        self._writer = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="record-writer")
+        try:
+            yield self._failures
+            self._flush()
+        finally:
+            writer, self._writer = self._writer, None
+            writer.shutdown(wait=True)
+            self._queued, self._queued_bytes = {}, 0
+            self._checked.clear()
+            for folder in sorted(self._dirty_folders):
+                try:
+                    fsync_dir(folder)
+                except OSError as error:
+                    self._failures.setdefault(folder, error)
+                state = self._folders.get(folder)
+                if state is not None and state.trusted:
+                    state.trusted = False
+                    try:
+                        state.mtime_ns = folder.stat().st_mtime_ns
+                    except OSError:
+                        state.mtime_ns = -1
+            self._dirty_folders.clear()
 
     def _folder_wrote(self, folder: Path, session_id: str, path: Path) -> None:
         state = self._folders.setdefault(folder, _Folder())
         state.by_session[session_id] = path
+        if self._writer is not None:
+            state.trusted = True
+            return
         try:
             state.mtime_ns = folder.stat().st_mtime_ns
         except OSError:

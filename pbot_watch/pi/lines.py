@@ -35,6 +35,8 @@ class LineSplitter:
         if last < 0:
             self._tail = data
             return []
-        self._tail = data[last + 1 :]
+        # split the whole buffer and keep the last piece as the tail: no copy of the buffer
+        lines = data.split(b"\n")
+        self._tail = lines.pop()
         self.consumed += last + 1
-        return data[:last].split(b"\n")
+        return lines

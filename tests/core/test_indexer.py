@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from pbot_watch.archive.files import ArchiveStore
@@ -169,3 +171,36 @@ class TestIndexCommandWarnings:
         assert 0 == result.returncode, result.stderr
         assert "nowhere no longer exists" in result.stderr
         assert "1 skipped" in result.stdout
+
+
+class TestWriteFailures:
+    def test_failed_record_write_is_reported_and_others_land(self, tmp_path: Path) -> None:
+        """A real EFBIG on one record (file size limit) skips that session with a warning; the other is written."""
+        roots = tmp_path / "sessions"
+        small = SessionBuilder(session_id="s-small", cwd=str(tmp_path))
+        small.turn("short")
+        session(roots, "small.jsonl", small)
+        big = SessionBuilder(session_id="s-big", cwd=str(tmp_path))
+        for i in range(40):
+            big.turn(f"long {i} " + "x" * 4000)
+        session(roots, "big.jsonl", big)
+        archive = tmp_path / "archive"
+        script = textwrap.dedent(
+            f"""
+            import json, resource, signal
+            from pathlib import Path
+            from pbot_watch.archive.files import ArchiveStore
+            from pbot_watch.indexer import index_all
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+            report = index_all([Path({str(roots)!r})], ArchiveStore(central=Path({str(archive)!r})))
+            print(json.dumps({{"written": report.written, "skipped": report.skipped, "warnings": report.warnings}}))
+            """
+        )
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+        assert 0 == result.returncode, result.stderr
+        report = json.loads(result.stdout)
+        assert (1, 1) == (report["written"], report["skipped"])
+        assert any("s-big" in w for w in report["warnings"])
+        assert {"s-small"} == set(records(archive))
+        assert [] == [p for p in archive.iterdir() if p.suffix != ".json"]
