@@ -1,0 +1,278 @@
+"""Summaries from a real model through litellm: the only module that imports litellm.
+
+litellm is imported on first use (it takes seconds and reads a cost map; ``status``, ``search``
+and ``read`` must stay fast), after ``LITELLM_LOCAL_MODEL_COST_MAP`` is set so that it never
+fetches that map from the network.
+
+Why the event loop thread: a person typing again must stop the call in flight at once. The
+request runs as an asyncio task on a private loop thread; ``summarize`` waits on it and
+cancels the task when ``cancel`` is set, which closes the HTTP connection (the provider sees
+the client go away and stops generating). One long-lived loop, not ``asyncio.run`` per call,
+because litellm caches its async HTTP clients and they must not outlive their loop.
+
+Retries: transient failures (timeouts, 429, 5xx, connection errors) are retried here with
+tenacity, with backoff; litellm's and the OpenAI SDK's own hidden retries are turned off
+(``num_retries=0``, ``max_retries=0``) so every attempt is counted and cancellable. Auth and
+bad-request errors fail at once. An empty answer, or one cut by the output limit, is rejected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol, TypeVar
+
+from pbot_watch.summarize.base import (
+    Cancelled,
+    EmptySummary,
+    Summary,
+    SummaryFailed,
+    budget_for_context,
+    summarize_in_parts,
+)
+from pbot_watch.summarize.prompts import Prompt, load_prompt
+
+MAX_OUTPUT_TOKENS = 2048
+ATTEMPTS = 4
+RETRY_WAIT_SECONDS = 2.0
+RETRY_WAIT_MAX_SECONDS = 60.0
+CANCEL_POLL_SECONDS = 0.02
+
+T = TypeVar("T")
+
+
+def litellm() -> ModuleType:
+    """Import litellm the one allowed way."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm as module  # noqa: PLC0415 - lazily, see the module docstring
+
+    module.suppress_debug_info = True
+    return module
+
+
+def load_env_file(path: Path) -> list[str]:
+    """``KEY=VALUE`` lines (``export`` and quotes allowed, ``#`` comments) into the environment.
+
+    Variables already set win: the environment of the service manager is more specific than
+    the file. Returns the names set. Values are never logged.
+    """
+    names: list[str] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.removeprefix("export ").split("=", 1)
+        key, value = key.strip(), value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":  # noqa: PLR2004
+            value = value[1:-1]
+        if key and key not in os.environ:
+            os.environ[key] = value
+            names.append(key)
+    return names
+
+
+class CallMeter(Protocol):
+    """Where calls are allowed and counted: limits are checked before each request, usage after."""
+
+    def before_call(self) -> None:
+        """Raise ``LimitReached`` when no more calls are allowed."""
+
+    def after_call(self, model: str, input_tokens: int, output_tokens: int, cost_usd: float) -> None: ...
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth another attempt: timeouts, rate limits, server errors and broken connections."""
+    module = litellm()
+    if isinstance(
+        error,
+        (
+            module.Timeout,
+            module.RateLimitError,
+            module.APIConnectionError,
+            module.InternalServerError,
+            module.ServiceUnavailableError,
+            module.BadGatewayError,
+        ),
+    ):
+        return True
+    if isinstance(
+        error,
+        (module.AuthenticationError, module.BadRequestError, module.NotFoundError, module.PermissionDeniedError),
+    ):
+        return False
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and status >= 500  # noqa: PLR2004
+
+
+class _LoopThread:
+    """A private asyncio loop in a daemon thread, so calls can be cancelled from outside.
+
+    One per process, never closed: litellm caches its async HTTP clients across calls, and a
+    client bound to a loop that was closed would hang or fail the next call.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="pbot-watch-model", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], cancel: threading.Event) -> T:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        while True:
+            try:
+                return future.result(CANCEL_POLL_SECONDS)
+            except concurrent.futures.TimeoutError:
+                if cancel.is_set():
+                    future.cancel()
+                    # Let the task unwind so the connection is closed before we report.
+                    with contextlib.suppress(concurrent.futures.CancelledError, Exception):
+                        future.result(5)
+                    raise Cancelled from None
+            except concurrent.futures.CancelledError:
+                raise Cancelled from None
+
+
+_LOOP: _LoopThread | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _shared_loop() -> _LoopThread:
+    global _LOOP  # noqa: PLW0603 - one loop per process, see _LoopThread
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = _LoopThread()
+        return _LOOP
+
+
+@dataclass
+class LitellmSummarizer:
+    """The ``Summarizer`` for a configured model (``openai/...``, ``anthropic/...``, ``ollama/...``)."""
+
+    model: str
+    api_base: str | None = None
+    request_timeout: float = 60.0
+    context_tokens: int | None = None
+    meter: CallMeter | None = None
+    attempts: int = ATTEMPTS
+    retry_wait: float = RETRY_WAIT_SECONDS
+    max_output_tokens: int = MAX_OUTPUT_TOKENS
+    prompt: Prompt | None = None
+    offline = False
+
+    def __post_init__(self) -> None:
+        self._prompt = self.prompt or load_prompt()
+        self._budget: int | None = None
+
+    @property
+    def id(self) -> str:
+        return f"litellm/{self.model}"
+
+    @property
+    def prompt_version(self) -> str:
+        return self._prompt.version
+
+    @property
+    def budget(self) -> int:
+        """Input units per request: from the model's context window when litellm knows it."""
+        if self._budget is None:
+            context = self.context_tokens
+            if context is None:
+                try:
+                    info = litellm().get_model_info(self.model)
+                    context = info.get("max_input_tokens") or info.get("max_tokens")
+                except Exception:  # noqa: BLE001 - unknown model: litellm raises a bare Exception
+                    context = None
+            self._budget = budget_for_context(context)
+        return self._budget
+
+    def summarize(self, text: str, cancel: threading.Event) -> Summary:
+        if cancel.is_set():
+            raise Cancelled
+        litellm()  # import on the caller's thread, before the loop thread uses it
+        loop = _shared_loop()
+
+        def ask(content: str) -> Summary:
+            if cancel.is_set():
+                raise Cancelled
+            return loop.run(self._ask(content), cancel)
+
+        return summarize_in_parts(text, self.budget, ask, self.model)
+
+    async def _ask(self, content: str) -> Summary:
+        from tenacity import (  # noqa: PLC0415 - only where a model is called
+            AsyncRetrying,
+            retry_if_exception,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
+        module = litellm()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=self.retry_wait, max=RETRY_WAIT_MAX_SECONDS),
+            retry=retry_if_exception(is_transient),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if self.meter is not None:
+                    self.meter.before_call()
+                response = await module.acompletion(
+                    model=self.model,
+                    messages=[
+                        {"role": "system", "content": self._prompt.text},
+                        {"role": "user", "content": content},
+                    ],
+                    api_base=self.api_base,
+                    timeout=self.request_timeout,
+                    max_tokens=self.max_output_tokens,
+                    num_retries=0,
+                    max_retries=0,
+                    drop_params=True,
+                )
+                return self._read(module, response)
+        raise SummaryFailed("no attempt made")  # pragma: no cover - tenacity always attempts once
+
+    def _read(self, module: ModuleType, response: Any) -> Summary:
+        usage = getattr(response, "usage", None)
+        input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        try:
+            cost = float(module.completion_cost(completion_response=response) or 0.0)
+        except Exception:  # noqa: BLE001 - no price known for this model: cost unknown, counted as 0
+            cost = 0.0
+        model = str(getattr(response, "model", None) or self.model)
+        if self.meter is not None:
+            self.meter.after_call(self.model, input_tokens, output_tokens, cost)
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "").strip() if choice is not None else ""
+        if not text:
+            raise EmptySummary("the model returned an empty summary")
+        if choice is not None and choice.finish_reason == "length":
+            raise SummaryFailed(f"the summary was cut at {self.max_output_tokens} output tokens")
+        return Summary(text, model, input_tokens, output_tokens, calls=1, cost_usd=cost)
+
+    def close(self) -> None:
+        """Nothing to release: calls end with ``summarize``; the shared loop lives with the process."""
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for status and logs: the error's class and the provider's message, no traceback."""
+    message = " ".join(str(error).split())
+    if len(message) > 300:  # noqa: PLR2004
+        message = message[:299] + "…"
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+SummarizerFactory = Callable[[], LitellmSummarizer]

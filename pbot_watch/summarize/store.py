@@ -1,0 +1,285 @@
+"""The summary cache, daily usage and per-node failures, in SQLite in the state folder.
+
+``summaries.db`` has its own numbered migrations (``m001_...``), applied once each and recorded
+in ``_migrations``. It is derived state, but not free to rebuild: the cache holds what was paid
+for. Several threads and processes may open it (the service's worker, ``pbot-watch status``,
+``pbot-watch summarize``), so it runs in WAL mode with a busy timeout.
+
+Days are local calendar days: a person's "per day" limit resets at their midnight.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pbot_watch.archive.atomic import ensure_dir
+from pbot_watch.summarize.base import LimitReached
+
+DB_NAME = "summaries.db"
+BUSY_TIMEOUT_MS = 5000
+BACKOFF_BASE_SECONDS = 60.0
+BACKOFF_MAX_SECONDS = 6 * 3600.0
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Run statements one by one: ``executescript`` would commit the migration's transaction."""
+    statement = ""
+    for line in sql.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        db.execute(statement)
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE cache (
+            key TEXT PRIMARY KEY,          -- base.content_key(): sha256 of input + summarizer + prompt
+            summarizer TEXT NOT NULL,
+            model TEXT NOT NULL,
+            text TEXT NOT NULL CHECK (text <> ''),
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE usage (
+            day TEXT NOT NULL,             -- local date, YYYY-MM-DD
+            model TEXT NOT NULL,
+            calls INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, model)
+        );
+        CREATE TABLE failures (
+            node TEXT PRIMARY KEY,         -- node id (record id : level : last entry id)
+            key TEXT NOT NULL,             -- the input that failed (another input starts afresh)
+            errors INTEGER NOT NULL,
+            last_error TEXT NOT NULL,
+            failed_at REAL NOT NULL,
+            retry_at REAL NOT NULL
+        );
+        """
+    )
+
+
+def _m002_status(db: sqlite3.Connection) -> None:
+    # The last queue scan, so `pbot-watch status` can show pending counts without reading records.
+    db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+    ("m001_initial", _m001_initial),
+    ("m002_status", _m002_status),
+]
+
+
+def today(now: float | None = None) -> str:
+    return dt.datetime.fromtimestamp(time.time() if now is None else now).date().isoformat()  # noqa: DTZ006 - local day
+
+
+@dataclass(frozen=True, slots=True)
+class CachedSummary:
+    text: str
+    summarizer: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class DayUsage:
+    day: str
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    node: str
+    key: str
+    errors: int
+    last_error: str
+    retry_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Ceilings on model use; 0 calls per day turns the model off."""
+
+    calls_per_day: int = 500
+    tokens_per_day: int = 2_000_000
+    calls_per_idle: int = 50
+
+
+def backoff_seconds(errors: int, base: float = BACKOFF_BASE_SECONDS) -> float:
+    """1, 2, 4 ... times ``base`` after each consecutive failure, at most six hours."""
+    return float(min(BACKOFF_MAX_SECONDS, base * 2 ** max(0, errors - 1)))
+
+
+class SummaryStore:
+    """One connection to ``summaries.db``; safe to share between threads of one process."""
+
+    def __init__(self, state_dir: Path) -> None:
+        ensure_dir(state_dir)
+        self.path = state_dir / DB_NAME
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            db = self._db
+            db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
+                for name, migrate in MIGRATIONS:
+                    if name not in done:
+                        migrate(db)
+                        db.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---- cache ----------------------------------------------------------------------------
+    def cached(self, key: str) -> CachedSummary | None:
+        with self._lock:
+            row = self._db.execute("SELECT text, summarizer, model FROM cache WHERE key = ?", (key,)).fetchone()
+        return CachedSummary(*row) if row else None
+
+    def remember(
+        self, key: str, summarizer: str, model: str, text: str, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
+        if not text.strip():
+            raise ValueError("an empty summary is never cached")
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO cache VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, summarizer, model, text, input_tokens, output_tokens, time.time()),
+            )
+
+    def cache_size(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM cache").fetchone()[0])
+
+    # ---- usage ----------------------------------------------------------------------------
+    def add_usage(
+        self, model: str, input_tokens: int, output_tokens: int, cost_usd: float, now: float | None = None
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                """INSERT INTO usage VALUES (?, ?, 1, ?, ?, ?)
+                   ON CONFLICT (day, model) DO UPDATE SET calls = calls + 1,
+                     input_tokens = input_tokens + excluded.input_tokens,
+                     output_tokens = output_tokens + excluded.output_tokens,
+                     cost_usd = cost_usd + excluded.cost_usd""",
+                (today(now), model, input_tokens, output_tokens, cost_usd),
+            )
+
+    def usage(self, day: str | None = None) -> DayUsage:
+        day = day or today()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT coalesce(sum(calls), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
+                " coalesce(sum(cost_usd), 0) FROM usage WHERE day = ?",
+                (day,),
+            ).fetchone()
+        return DayUsage(day, int(row[0]), int(row[1]), int(row[2]), float(row[3]))
+
+    # ---- failures -------------------------------------------------------------------------
+    def failure(self, node: str) -> Failure | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT node, key, errors, last_error, retry_at FROM failures WHERE node = ?", (node,)
+            ).fetchone()
+        return Failure(*row) if row else None
+
+    def failures(self) -> list[Failure]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT node, key, errors, last_error, retry_at FROM failures ORDER BY failed_at DESC"
+            ).fetchall()
+        return [Failure(*row) for row in rows]
+
+    def record_failure(
+        self, node: str, key: str, error: str, now: float | None = None, base: float = BACKOFF_BASE_SECONDS
+    ) -> Failure:
+        """Count one more failure of ``node`` on input ``key`` and schedule its retry."""
+        now = time.time() if now is None else now
+        previous = self.failure(node)
+        errors = previous.errors + 1 if previous is not None and previous.key == key else 1
+        retry_at = now + backoff_seconds(errors, base)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?, ?)", (node, key, errors, error, now, retry_at)
+            )
+        return Failure(node, key, errors, error, retry_at)
+
+    def clear_failure(self, node: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM failures WHERE node = ?", (node,))
+
+    # ---- the last scan --------------------------------------------------------------------
+    def set_meta(self, name: str, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+
+    def meta(self, name: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return str(row[0]) if row else None
+
+
+class Meter:
+    """Counts model calls against the limits; one per idle period (``calls_per_idle`` resets)."""
+
+    def __init__(self, store: SummaryStore, limits: Limits, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.limits = limits
+        self.clock = clock
+        self.calls_this_period = 0
+
+    def reason(self) -> str | None:
+        """Why no call may be made now, or ``None``."""
+        limits = self.limits
+        if limits.calls_per_day <= 0:
+            return "model calls are disabled (max_calls_per_day = 0)"
+        used = self.store.usage(today(self.clock()))
+        if used.calls >= limits.calls_per_day:
+            return f"daily call limit reached ({used.calls}/{limits.calls_per_day} calls on {used.day})"
+        if used.tokens >= limits.tokens_per_day:
+            return f"daily token limit reached ({used.tokens}/{limits.tokens_per_day} tokens on {used.day})"
+        if self.calls_this_period >= limits.calls_per_idle:
+            return f"idle-period call limit reached ({self.calls_this_period}/{limits.calls_per_idle} calls)"
+        return None
+
+    def before_call(self) -> None:
+        reason = self.reason()
+        if reason is not None:
+            raise LimitReached(reason)
+
+    def after_call(self, model: str, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+        self.calls_this_period += 1
+        self.store.add_usage(model, input_tokens, output_tokens, cost_usd, self.clock())
