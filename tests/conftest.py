@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures" / "pi-sessions"
+
+# Subprocess tests run the installed console script; find it beside the running interpreter even
+# when the venv is not activated (README and .ci/run call .venv/bin/python -m pytest).
+_SCRIPTS = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _SCRIPTS:
+    os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
 @pytest.fixture(autouse=True)
