@@ -308,7 +308,10 @@ class Server:
         assert self.tailer is not None and self.context is not None
         with self.context.records_lock:
             report = self.tailer.sync(paths, catching_up=self._catching_up)
-        self._catching_up.difference_update(paths)
+        if self._catching_up:
+            self._catching_up.difference_update(paths)
+            if not self._catching_up:
+                self._caught_up()
         now = time.monotonic()
         if report.appended:
             self.idle.activity(now)
@@ -324,6 +327,20 @@ class Server:
             self.warn(warning)
         if report.changed_state:
             self._status_dirty = True
+
+    def _caught_up(self) -> None:
+        """One summary line for the start scan, as ``pbot-watch index`` prints one per pass."""
+        assert self.tailer is not None
+        counters = self.tailer.counters
+        log.info(
+            "caught up",
+            files=len(self.tailer.known),
+            sessions=self.tailer.sessions,
+            records_written=counters.records_written,
+            records_unchanged=counters.records_unchanged,
+            bytes_parsed=counters.bytes_parsed_total,
+            seconds=round(time.time() - self.started, 2),
+        )
 
     def reconcile(self) -> None:
         """The periodic rescan: anything that changed without an event is looked at again."""

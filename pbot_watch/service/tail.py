@@ -228,6 +228,14 @@ class Tailer:
                     self.on_error(message)
                 continue
             report.warnings.extend(saved.warnings)
+            log.debug(
+                "session indexed",
+                session=session_id,
+                path=str(result.path),
+                outcome=saved.outcome,
+                bytes=result.bytes_read,
+                record=str(saved.record) if saved.record else None,
+            )
             if saved.outcome == "written":
                 self.counters.records_written += 1
                 if result.workspace:
