@@ -182,7 +182,9 @@ class SessionReader:
             return None
         try:
             value = decode_line(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            # RecursionError: nesting deeper than Python's parser goes (JSON.parse goes further;
+            # no Pi entry is nested like that, and one bad line must not stop the file).
             self.malformed += 1
             return None
         if self.not_session:

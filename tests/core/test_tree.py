@@ -199,3 +199,19 @@ class TestSessionName:
         b = SessionBuilder()
         b.turn("the very first question")
         assert history_of(b.bytes()).name.startswith("用户： the very first question 助手： ok")
+
+
+class TestBadLines:
+    def test_bad_lines_are_counted_and_skipped(self) -> None:
+        """Torn JSON, NaN, deep nesting and blank lines are skipped; the entries around them stay."""
+        b = SessionBuilder()
+        u, a = b.turn("before")
+        data = b.bytes() + b'{"type":"message","id":"x"\n' + b"NaN\n" + b"[" * 100000 + b"\n" + b"   \n"
+        tail = SessionBuilder(counter=10)
+        tail.leaf = a
+        u2, a2 = tail.turn("after")
+        state = SessionFile()
+        state.feed(data + b"".join(tail.bytes().splitlines(keepends=True)[1:]))
+        assert (3, 1) == (state.reader.malformed, state.reader.blank)
+        history = state.history()
+        assert [[[u, a], [u2, a2]]] == [[e["entryIds"] for e in br] for br in history.branches]
