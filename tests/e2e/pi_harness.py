@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -279,9 +281,6 @@ def newest_session(sessions: Path) -> Path:
 
 def pbot_watch_executable() -> str:
     """The console script of the installed package, as an absolute path (mcp.json needs one)."""
-    import shutil  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     beside = Path(sys.executable).with_name("pbot-watch")
     if beside.is_file():
         return str(beside)
