@@ -2,14 +2,11 @@
 
 ``pbot-watch run`` calls ``build_extensions`` once at startup. The search index adds a
 ``RecordListener``, the summary engine an ``IdleWorker`` and a ``"summaries"`` status
-provider (see ``pbot_watch.service.hooks`` for the contracts). Until they land, the service
-runs with no listeners, an idle worker that does nothing, and a summaries section that only
-names the configured model.
+provider (see ``pbot_watch.service.hooks`` for the contracts).
 """
 
 from __future__ import annotations
 
-from typing import Any
 
 from pbot_watch.config import Settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
@@ -19,8 +16,11 @@ def build_extensions(context: ServiceContext) -> Extensions:
     settings: Settings = context.settings
     extensions = Extensions()
 
-    def summaries() -> dict[str, Any]:
-        return {"model": settings.model or "offline", "engine": "not installed"}
+    # Summaries: the idle worker, the folders it learns from written records, and its status.
+    from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415 - built only for `run`
 
-    extensions.status_providers[SUMMARIES] = summaries
+    summaries = SummaryWorker(settings, records_lock=context.records_lock)
+    extensions.listeners.append(summaries.on_record)
+    extensions.idle_worker = summaries
+    extensions.status_providers[SUMMARIES] = summaries.status
     return extensions

@@ -72,6 +72,11 @@ class NotShorter(SummaryFailed):
     """Summarizing an over-long input in parts did not make it shorter; merging would never end."""
 
 
+class ModelRefused(SummaryFailed):
+    """The model refuses every request (bad key, unknown model, no permission): asking for the
+    next node would fail the same way, so the run stops and status shows why."""
+
+
 class LimitReached(Exception):  # noqa: N818 - a state, not an error
     """A daily or per-idle limit is reached: the queue waits, and status says which one."""
 
@@ -166,3 +171,18 @@ def budget_for_context(context_tokens: int | None, default_context: int = 8192) 
     """
     window = context_tokens if context_tokens and context_tokens > 0 else default_context
     return max(2000, min(24000, window // 2))
+
+
+def describe_error(error: BaseException, limit: int = 300) -> str:
+    """One line for status and logs: the error's class and message, no traceback.
+
+    litellm repeats itself ("litellm.AuthenticationError: AuthenticationError: OpenAIException
+    - ..."), so a message that already starts with the class name is not prefixed again.
+    """
+    name = type(error).__name__
+    message = " ".join(str(error).split())
+    for prefix in (f"litellm.{name}: ", f"{name}: "):
+        message = message.removeprefix(prefix)
+    if len(message) > limit:
+        message = message[: limit - 1] + "…"
+    return f"{name}: {message}" if message else name

@@ -23,18 +23,19 @@ import concurrent.futures
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 from pbot_watch.summarize.base import (
     Cancelled,
     EmptySummary,
+    ModelRefused,
     Summary,
     SummaryFailed,
     budget_for_context,
+    describe_error,
     summarize_in_parts,
 )
 from pbot_watch.summarize.prompts import Prompt, load_prompt
@@ -55,27 +56,6 @@ def litellm() -> ModuleType:
 
     module.suppress_debug_info = True
     return module
-
-
-def load_env_file(path: Path) -> list[str]:
-    """``KEY=VALUE`` lines (``export`` and quotes allowed, ``#`` comments) into the environment.
-
-    Variables already set win: the environment of the service manager is more specific than
-    the file. Returns the names set. Values are never logged.
-    """
-    names: list[str] = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.removeprefix("export ").split("=", 1)
-        key, value = key.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":  # noqa: PLR2004
-            value = value[1:-1]
-        if key and key not in os.environ:
-            os.environ[key] = value
-            names.append(key)
-    return names
 
 
 class CallMeter(Protocol):
@@ -224,6 +204,12 @@ class LitellmSummarizer:
             retry=retry_if_exception(is_transient),
             reraise=True,
         )
+        try:
+            return await self._attempts(module, retrying, content)
+        except (module.AuthenticationError, module.PermissionDeniedError, module.NotFoundError) as error:
+            raise ModelRefused(describe_error(error)) from error
+
+    async def _attempts(self, module: ModuleType, retrying: Any, content: str) -> Summary:
         async for attempt in retrying:
             with attempt:
                 if self.meter is not None:
@@ -265,14 +251,3 @@ class LitellmSummarizer:
 
     def close(self) -> None:
         """Nothing to release: calls end with ``summarize``; the shared loop lives with the process."""
-
-
-def describe_error(error: BaseException) -> str:
-    """One line for status and logs: the error's class and the provider's message, no traceback."""
-    message = " ".join(str(error).split())
-    if len(message) > 300:  # noqa: PLR2004
-        message = message[:299] + "…"
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
-
-
-SummarizerFactory = Callable[[], LitellmSummarizer]

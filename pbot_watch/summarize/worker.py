@@ -1,0 +1,304 @@
+"""The idle-time worker the service calls, and the status it reports.
+
+``SummaryWorker.run(cancel)`` is the service's ``IdleWorker``: called when no session was
+appended for ``idle_seconds``, with ``cancel`` set the moment a new append arrives. Each call
+is one idle period (its own ``max_calls_per_idle``). Without a model it runs the offline
+summarizer, which needs no network and no limits.
+
+``summary_status()`` answers from ``summaries.db`` alone (the last scan, today's usage and the
+failures), so ``pbot-watch status`` shows it without reading records or importing litellm.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from pbot_watch.archive.files import HISTORY_SUBDIR, ArchiveStore, WorkspaceSkipped
+from pbot_watch.config import Settings
+from pbot_watch.summarize.base import Summarizer
+from pbot_watch.summarize.offline import OFFLINE_ID, OfflineSummarizer
+from pbot_watch.summarize.queue import Progress, RunReport, SummaryQueue
+from pbot_watch.summarize.store import DB_NAME, Limits, Meter, SummaryStore
+
+log = structlog.get_logger("pbot_watch.summarize")
+
+FolderSource = Callable[[], Iterable[Path]]
+HEADER_LIMIT = 1 << 16
+
+
+def limits_of(settings: Settings) -> Limits:
+    return Limits(settings.max_calls_per_day, settings.max_tokens_per_day, settings.max_calls_per_idle)
+
+
+def make_summarizer(settings: Settings, meter: Meter | None) -> Summarizer:
+    """The configured model through litellm, or the offline summarizer when there is none."""
+    if not settings.model:
+        return OfflineSummarizer()
+    from pbot_watch.config import apply_env_file  # noqa: PLC0415
+    from pbot_watch.summarize.litellm_model import LitellmSummarizer  # noqa: PLC0415
+
+    apply_env_file(settings)  # API keys; variables already set win
+    return LitellmSummarizer(
+        settings.model,
+        api_base=settings.api_base,
+        request_timeout=settings.request_timeout,
+        context_tokens=settings.context_tokens,
+        meter=meter,
+    )
+
+
+def session_workspace(path: Path) -> str | None:
+    """The ``cwd`` of a session file's header (its first line), or ``None``."""
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(HEADER_LIMIT)
+        header = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    if isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("cwd"), str):
+        return str(header["cwd"])
+    return None
+
+
+def discover_folders(settings: Settings) -> list[Path]:
+    """Record folders of the workspaces named by the session headers under the session roots."""
+    if settings.archive is not None:
+        return [settings.archive]
+    from pbot_watch.sources import iter_session_files  # noqa: PLC0415
+
+    workspaces: set[str] = set()
+    for root in settings.sessions:
+        if root.is_dir():
+            workspaces.update(w for p in iter_session_files(root) if (w := session_workspace(p)) is not None)
+    store = ArchiveStore(include=tuple(settings.include), exclude=tuple(settings.exclude))
+    folders = []
+    for workspace in sorted(workspaces):
+        folder = Path(workspace) / HISTORY_SUBDIR
+        if folder.is_dir() and _allowed(store, workspace):
+            folders.append(folder)
+    return folders
+
+
+def _allowed(store: ArchiveStore, workspace: str) -> bool:
+    try:
+        store.folder_for(workspace)
+    except WorkspaceSkipped:
+        return False
+    return True
+
+
+@dataclass
+class SummaryWorker:
+    """Runs the summary queue in idle periods; safe to call ``run`` again after a cancel.
+
+    Which record folders to work on: ``folders`` when given (the CLI passes what it indexed);
+    otherwise the central archive (if configured) plus every folder the service reported a
+    record in through ``on_record``, remembered in ``summaries.db`` so that a restart, which
+    rewrites nothing, still knows them.
+    """
+
+    name = "summaries"
+
+    settings: Settings
+    folders: FolderSource | None = None
+    archive: ArchiveStore | None = None
+    summarizer: Summarizer | None = None
+    records_lock: threading.Lock | None = None
+    clock: Callable[[], float] = time.time
+    last_report: RunReport | None = None
+    last_error: str | None = None
+    _store: SummaryStore | None = field(default=None, repr=False)
+    _meter: Meter | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _folders_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _folders_seen: set[str] = field(default_factory=set, repr=False)
+    _discovered: bool = field(default=False, repr=False)
+
+    @property
+    def store(self) -> SummaryStore:
+        if self._store is None:
+            self._store = SummaryStore(self.settings.state_dir)
+        return self._store
+
+    def _summarizer(self) -> tuple[Summarizer, Meter]:
+        meter = Meter(self.store, limits_of(self.settings), self.clock)
+        if self.summarizer is None:
+            self.summarizer = make_summarizer(self.settings, meter)
+        if hasattr(self.summarizer, "meter"):
+            # A new idle period: a fresh meter (per-idle call count), same summarizer and connections.
+            self.summarizer.meter = meter  # type: ignore[attr-defined]
+        self._meter = meter
+        return self.summarizer, meter
+
+    # ---- which records ---------------------------------------------------------------------
+    def known_folders(self) -> list[Path]:
+        if self.folders is not None:
+            return list(self.folders())
+        if not self._discovered:
+            # Records written before this worker existed (by `pbot-watch index`, an earlier
+            # run, or pbot itself) are never reported through on_record: find them once.
+            self._discovered = True
+            self.remember_folders(discover_folders(self.settings))
+        stored = json.loads(self.store.meta("folders") or "[]")
+        folders = [Path(p) for p in stored]
+        if self.settings.archive is not None:
+            folders.insert(0, self.settings.archive)
+        return [f for f in dict.fromkeys(folders) if f.is_dir()]
+
+    def on_record(self, path: Path, session_id: str) -> None:  # noqa: ARG002 - RecordListener signature
+        """The service wrote a record: remember its folder (cheap when already known)."""
+        self.remember_folders([path.parent])
+
+    def remember_folders(self, folders: Iterable[Path]) -> None:
+        new = [str(f) for f in folders if str(f) not in self._folders_seen]
+        if not new:
+            return
+        with self._folders_lock:
+            stored = json.loads(self.store.meta("folders") or "[]")
+            missing = [f for f in new if f not in stored]
+            if missing:
+                stored.extend(missing)
+                self.store.set_meta("folders", json.dumps(sorted(stored)))
+            self._folders_seen.update(stored)
+
+    # ---- idle periods ----------------------------------------------------------------------
+    def run(self, cancel: threading.Event) -> None:
+        """The service's ``IdleWorker.run``: one idle period."""
+        self.run_once(cancel)
+
+    def run_once(
+        self, cancel: threading.Event, max_nodes: int | None = None, progress: Progress | None = None
+    ) -> RunReport:
+        """One idle period: summarize until done, cancelled or limited. Never raises for a node's failure."""
+        with self._lock:
+            summarizer, meter = self._summarizer()
+            queue = SummaryQueue(
+                self.store,
+                summarizer,
+                self.known_folders,
+                archive=self.archive or ArchiveStore(),
+                clock=self.clock,
+                backoff_base=self.settings.summary_retry_seconds,
+                records_lock=self.records_lock,
+            )
+            if not summarizer.offline:
+                reason = meter.reason()
+                if reason is not None:
+                    queue.scan()
+                    report = RunReport(stop="limit", reason=reason)
+                    self._finish(report)
+                    return report
+            report = queue.run(cancel, max_nodes, progress)
+            self._finish(report)
+            return report
+
+    def _finish(self, report: RunReport) -> None:
+        self.last_report = report
+        if report.errors:
+            self.last_error = report.errors[-1]
+        self.store.set_meta(
+            "last_run",
+            json.dumps(
+                {
+                    "at": self.clock(),
+                    "stop": report.stop,
+                    "reason": report.reason,
+                    "summarized": report.summarized,
+                    "from_cache": report.from_cache,
+                    "calls": report.calls,
+                    "failed": report.failed,
+                    "last_error": self.last_error,
+                }
+            ),
+        )
+        log.info(
+            "summary_run",
+            stop=report.stop,
+            reason=report.reason,
+            summarized=report.summarized,
+            from_cache=report.from_cache,
+            calls=report.calls,
+            failed=report.failed,
+        )
+
+    def status(self) -> dict[str, Any]:
+        return summary_status(self.settings, self.store)
+
+    def close(self) -> None:
+        close = getattr(self.summarizer, "close", None)
+        if callable(close):
+            close()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def summary_status(settings: Settings, store: SummaryStore | None = None) -> dict[str, Any]:
+    """The summary part of the service's status file: flat, plain JSON values, cheap to compute.
+
+    ``pending`` and friends come from the last queue scan (``None`` before the first one);
+    usage is today's (local day); ``limit`` says why the queue waits, if it does.
+    """
+    limits = limits_of(settings)
+    out: dict[str, Any] = {
+        "model": settings.model or "offline",
+        "summarizer": f"litellm/{settings.model}" if settings.model else OFFLINE_ID,
+        "pending": None,
+        "waiting_for_children": None,
+        "failed": 0,
+        "upgradable": 0,
+        "calls_today": 0,
+        "tokens_today": 0,
+        "cost_today_usd": 0.0,
+        "max_calls_per_day": limits.calls_per_day,
+        "max_tokens_per_day": limits.tokens_per_day,
+        "limit": None,
+        "last_run": None,
+        "last_error": None,
+    }
+    own = store is None
+    if store is None:
+        if not (settings.state_dir / DB_NAME).exists():
+            return out
+        store = SummaryStore(settings.state_dir)
+    try:
+        scan = json.loads(store.meta("last_scan") or "{}")
+        last_run = json.loads(store.meta("last_run") or "{}")
+        used = store.usage()
+        failures = store.failures()
+        limit = None
+        if settings.model:
+            meter = Meter(store, limits)
+            limit = meter.reason() or (last_run.get("reason") if last_run.get("stop") == "limit" else None)
+        out.update(
+            pending=scan.get("pending"),
+            waiting_for_children=scan.get("waiting_for_children"),
+            failed=scan.get("failed", len(failures)),
+            upgradable=scan.get("upgradable", 0) if settings.model else 0,
+            calls_today=used.calls,
+            tokens_today=used.tokens,
+            cost_today_usd=round(used.cost_usd, 6),
+            limit=limit,
+            last_run=_describe_run(last_run) if last_run else None,
+            last_error=last_run.get("last_error") or (failures[0].last_error if failures else None),
+        )
+        return out
+    finally:
+        if own:
+            store.close()
+
+
+def _describe_run(run: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.get("at", 0)))
+    return (
+        f"{when}: {run.get('stop')}, {run.get('summarized', 0)} written, {run.get('from_cache', 0)} from cache, "
+        f"{run.get('calls', 0)} calls, {run.get('failed', 0)} failed"
+    )

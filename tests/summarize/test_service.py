@@ -1,0 +1,112 @@
+"""Summaries inside the real service (``pbot-watch run`` in a subprocess) against a real model server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pbot_watch.summarize.base import node_input
+from tests.service.watcher import ServiceProcess, wait_for
+from tests.summarize.conftest import MODEL, records, summaries
+from tests.summarize.history_gen import PiSession
+from tests.support.openai_server import OpenAIServer, Reply
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def model_env(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAIServer:
+    monkeypatch.setenv("PBOT_WATCH_MODEL", MODEL)
+    monkeypatch.setenv("PBOT_WATCH_API_BASE", server.base_url)
+    monkeypatch.setenv("PBOT_WATCH_REQUEST_TIMEOUT", "20")
+    return server
+
+
+def nodes_of(archive: Path, session_id: str = "s-main") -> dict[str, dict[str, object]]:
+    found = records(archive).get(session_id)
+    return summaries(found) if found else {}
+
+
+class TestIdle:
+    def test_append_cancels_the_call_and_the_next_idle_period_completes_it(
+        self, model_env: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A line appended mid-call aborts it (the server sees the disconnect); later the node is done."""
+        monkeypatch.setenv("PBOT_WATCH_IDLE_SECONDS", "0.5")
+        server = model_env
+        pi = PiSession("s-main", "/w")
+        pi.exchanges(4)
+        path = pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+        server.script(Reply.hanging())
+        archive = tmp_path / "archive"
+        with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
+            server.wait_for_requests(1, timeout=20)
+            assert [n["ready"] for n in nodes_of(archive).values()] == [False]
+            pi.user("one more question while the summary is being written")
+            pi.append_to(path, len(pi.entries) - 1)
+            server.wait_for_disconnects(1, timeout=10)
+            # The next idle period asks again and this time gets an answer.
+            server.wait_for_requests(2, timeout=20)
+            wait_for(lambda: [n["ready"] for n in nodes_of(archive).values()] == [True], what="the summary")
+            (node,) = nodes_of(archive).values()
+            assert (node["text"], node["summarizer"]) == ("scripted summary", f"litellm/{MODEL}")
+            status = service.wait_status(lambda s: s.summaries.get("calls_today") == 1, "usage in status")
+            assert status.summaries["model"] == MODEL
+            assert status.idle_worker["cancelled"] >= 1
+            assert service.stop() == 0
+        assert server.chat_requests[0].user_text == server.chat_requests[1].user_text
+
+    def test_reuse_rule_after_appends(self, model_env: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """After appends, unchanged groups keep their summaries; only changed and new ones cost calls."""
+        monkeypatch.setenv("PBOT_WATCH_IDLE_SECONDS", "0.3")
+        server = model_env
+        server.handler = lambda r: Reply.answer(f"summary #{len(server.requests)}")
+        pi = PiSession("s-main", "/w")
+        pi.exchanges(15)
+        pi.user("the sixteenth question, not answered yet")
+        path = pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+        archive = tmp_path / "archive"
+        with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
+            wait_for(lambda: len(nodes_of(archive)) == 5 and all(n["ready"] for n in nodes_of(archive).values()),
+                     what="the first summaries")
+            before = nodes_of(archive)
+            assert len(server.chat_requests) == 5
+            count = len(pi.entries)
+            pi.assistant("the sixteenth answer")
+            pi.exchanges(4, start=100)
+            pi.append_to(path, count)
+            wait_for(lambda: len(nodes_of(archive)) == 6 and all(n["ready"] for n in nodes_of(archive).values()),
+                     what="the summaries after the appends")
+            after = nodes_of(archive)
+            status = service.wait_status(lambda s: s.summaries.get("calls_today") == 8, "usage in status")
+            assert status.summaries["pending"] == 0
+            assert service.stop() == 0
+        kept = {k for k in before if k in after and after[k]["text"] == before[k]["text"]}
+        redone = set(after) - kept
+        # Groups 1-3 kept; group 4 (its last exchange got its answer), level 2 above it, and the new group 5 redone.
+        assert len(kept) == 3
+        assert all(after[k]["level"] == 1 for k in kept)
+        assert sorted(after[k]["level"] for k in redone) == [1, 1, 2]
+        record = records(archive)["s-main"]
+        by_id = {n["id"]: n for n in record["nodes"]}
+        asked_after = [r.user_text for r in server.chat_requests[5:]]
+        assert sorted(asked_after) == sorted(node_input([by_id[c] for c in by_id[k]["children"]]) for k in redone)
+
+
+class TestOfflineService:
+    def test_offline_by_default(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With no model configured the service fills summaries offline and reports it."""
+        monkeypatch.setenv("PBOT_WATCH_IDLE_SECONDS", "0.2")
+        pi = PiSession("s-main", "/w")
+        pi.exchanges(4, chinese=True)
+        pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+        archive = tmp_path / "archive"
+        with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
+            wait_for(lambda: [n["ready"] for n in nodes_of(archive).values()] == [True], what="the offline summary")
+            (node,) = nodes_of(archive).values()
+            assert node["summarizer"] == "offline/1"
+            assert str(node["text"]).startswith("提问：")
+            status = service.wait_status(lambda s: s.summaries.get("pending") == 0, "the summary status")
+            assert (status.summaries["model"], status.summaries["calls_today"]) == ("offline", 0)
+            assert service.stop() == 0

@@ -1,0 +1,117 @@
+"""``pbot-watch summarize`` as a person runs it: a real subprocess, a real model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.summarize.conftest import MODEL, records, summaries
+from tests.summarize.history_gen import PiSession
+from tests.support.openai_server import OpenAIServer, Reply
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pbot_watch", *args], capture_output=True, text=True, timeout=50,
+        env={**os.environ, **(env or {})}, check=False,
+    )
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    pi = PiSession("s-main", "/w")
+    pi.exchanges(8)
+    pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+    return tmp_path
+
+
+class TestSummarizeCommand:
+    def test_offline_without_a_model(self, history: Path) -> None:
+        """Indexes, then fills every summary offline; says what it did."""
+        result = cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("2 summaries written (0 from cache, 0 model calls")
+        assert "1 sessions, 1 records written" in result.stderr
+        nodes = summaries(records(history / "archive")["s-main"])
+        assert {n["summarizer"] for n in nodes.values()} == {"offline/1"}
+        assert "litellm" not in result.stderr
+
+    def test_model_from_flag_with_limit(self, history: Path, server: OpenAIServer) -> None:
+        """--model and --api-base pick the model; --limit stops after N nodes."""
+        result = cli(
+            "summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"),
+            "--model", MODEL, "--api-base", server.base_url, "--limit", "1",
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("1 summaries written (0 from cache, 1 model calls")
+        assert "--limit reached" in result.stdout
+        assert len(server.chat_requests) == 1
+
+    def test_model_from_environment(self, history: Path, server: OpenAIServer) -> None:
+        """PBOT_WATCH_MODEL works like every setting; usage lands in the state database."""
+        env = {"PBOT_WATCH_MODEL": MODEL, "PBOT_WATCH_API_BASE": server.base_url}
+        result = cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"), env=env)
+        assert result.returncode == 0, result.stderr
+        assert "2 summaries written (0 from cache, 2 model calls" in result.stdout
+        again = cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"), env=env)
+        assert again.stdout.startswith("0 summaries written"), again.stdout
+        assert len(server.chat_requests) == 2
+
+    def test_auth_error_is_reported(self, history: Path, server: OpenAIServer) -> None:
+        """A refused key fails the nodes (not retried) and the error is shown."""
+        server.default = Reply.unauthorized()
+        result = cli(
+            "summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"),
+            "--model", MODEL, "--api-base", server.base_url,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "1 failed" in result.stdout
+        assert "refuses requests" in result.stdout
+        assert "AuthenticationError: OpenAIException - Incorrect API key provided" in result.stdout
+        assert len(server.chat_requests) == 1
+
+    def test_ctrl_c_cancels_the_call_and_stops(self, history: Path, server: OpenAIServer) -> None:
+        """SIGINT aborts the request in flight (the server sees it) and exits 130, nothing written."""
+        server.default = Reply.hanging()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pbot_watch", "summarize", "--sessions", str(history / "sessions"),
+             "--archive", str(history / "archive"), "--model", MODEL, "--api-base", server.base_url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            server.wait_for_requests(1, timeout=30)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err
+        assert "interrupted" in out
+        server.wait_for_disconnects(1)
+        nodes = summaries(records(history / "archive")["s-main"])
+        assert not any(n["ready"] for n in nodes.values())
+
+
+class TestStatusImportsNoLitellm:
+    def test_status_json_has_summaries_without_litellm(self, history: Path) -> None:
+        """The summary status is read from SQLite; computing it never imports litellm."""
+        cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
+        code = (
+            "import json, sys\n"
+            "from pbot_watch.config import load_settings\n"
+            "from pbot_watch.summarize.worker import summary_status\n"
+            "print(json.dumps(summary_status(load_settings())))\n"
+            "assert 'litellm' not in sys.modules\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        status = json.loads(result.stdout)
+        assert (status["pending"], status["model"]) == (0, "offline")
