@@ -118,7 +118,9 @@ class TestRealPi:
                     reported_other = pi.entries()
 
                 final = caught_up(watcher, tmp_path / "reference")
-                status = watcher.status()
+                written = sum(p.stat().st_size for p in world.sessions.rglob("*.jsonl"))
+                # The status file follows the records within the same tick of the service.
+                status = watcher.status_when(lambda s: s["bytes_parsed_total"] >= written)
             finally:
                 code = watcher.stop()
             assert code == 0, f"pbot-watch run did not stop cleanly on SIGTERM\n{watcher.output()}"
@@ -128,7 +130,6 @@ class TestRealPi:
         # --- the service's own account: no errors, and every byte Pi wrote parsed exactly once ---
         assert status["errors"] == [] and status["warnings"] == [], status
         assert status["sessions_tracked"] == 2, status
-        written = sum(p.stat().st_size for p in world.sessions.rglob("*.jsonl"))
         assert status["bytes_parsed_total"] == written, "the watcher re-read bytes while following Pi's appends"
 
         # --- the session Pi wrote has everything the scenario was for ------------------------

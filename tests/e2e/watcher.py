@@ -59,6 +59,17 @@ class Watcher:
         assert done.stdout.strip(), f"pbot-watch status printed nothing ({done.returncode}): {done.stderr}"
         return dict(json.loads(done.stdout))
 
+    def status_when(self, condition: Callable[[dict[str, Any]], bool], timeout: float = 10) -> dict[str, Any]:
+        """The first status that satisfies ``condition`` (the status file is rewritten as work is done)."""
+        seen: list[dict[str, Any]] = []
+
+        def check() -> bool:
+            seen.append(self.status())
+            return condition(seen[-1])
+
+        wait_until(check, "a pbot-watch status that matches", timeout, lambda: json.dumps(seen[-1:], indent=1))
+        return seen[-1]
+
     def running(self) -> bool:
         self.assert_alive()
         status = subprocess.run(
