@@ -7,7 +7,7 @@ from typing import Any
 
 from pbot_watch.history.nodes import index_history, new_record_id
 from pbot_watch.history.record import HistoryRecord
-from tests.core.sessions import SessionBuilder, history_of, record_of
+from tests.core.sessions import MISSING, SessionBuilder, history_of, record_of
 
 
 def linear(count: int, builder: SessionBuilder | None = None) -> SessionBuilder:
@@ -185,3 +185,21 @@ class TestReuseRule:
         assert next(n for n in record_of(b.bytes(), previous=first)["nodes"] if n["kind"] == "summary")["ready"]
         summary["ready"] = 0
         assert not next(n for n in record_of(b.bytes(), previous=first)["nodes"] if n["kind"] == "summary")["ready"]
+
+
+class TestMissingTimestamps:
+    def test_untimed_roots_still_make_a_record(self) -> None:
+        """Entries without timestamp among several roots (pbot throws there): "" times, session ``to`` empty."""
+        b = SessionBuilder()
+        u1 = b.user("untimed question", timestamp=MISSING)
+        a1 = b.assistant("untimed answer", timestamp=MISSING)
+        b.leaf = None
+        u2, a2 = b.turn("timed")
+        record = record_of(b.bytes())
+        nodes = by_id(record)
+        assert ("", "") == (nodes[f"rec:0:{a1}"]["from"], nodes[f"rec:0:{a1}"]["to"])
+        session = record["nodes"][-1]
+        assert (nodes[f"rec:0:{a2}"]["from"], "") == (session["from"], session["to"])
+        # pbot compares a missing time as the string "undefined": after every timestamp
+        assert [f"rec:0:{a2}", f"rec:0:{a1}"] == session["children"]
+        assert u1 and u2
