@@ -44,7 +44,7 @@ class SessionHeader(_Open):
         if self.version is None:
             return 1
         if isinstance(self.version, bool):
-            return CURRENT_SESSION_VERSION
+            return int(self.version)  # ``true < 2`` in JavaScript: a v1 file
         if isinstance(self.version, (int, float)):
             return self.version
         try:
@@ -94,6 +94,7 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODE = _DECODER.decode
 
 
 def decode_line(line: bytes) -> Any:
@@ -125,17 +126,7 @@ PARENT_NULL = 4
 PARENT_MISSING = 8
 
 
-def _link_shape(entry: dict[str, Any]) -> int:
-    shape = 0
-    if "id" not in entry or not (entry["id"] is None or isinstance(entry["id"], str)):
-        shape |= ID_MISSING
-    elif entry["id"] is None:
-        shape |= ID_NULL
-    if "parentId" not in entry or not (entry["parentId"] is None or isinstance(entry["parentId"], str)):
-        shape |= PARENT_MISSING
-    elif entry["parentId"] is None:
-        shape |= PARENT_NULL
-    return shape
+_ABSENT: Any = object()
 
 
 class SessionReader:
@@ -181,7 +172,11 @@ class SessionReader:
             self.blank += 1
             return None
         try:
-            value = decode_line(line)
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", "replace")  # as Node decodes, before JSON.parse
+        try:
+            value = _DECODE(text)
         except (ValueError, RecursionError):
             # RecursionError: nesting deeper than Python's parser goes (JSON.parse goes further;
             # no Pi entry is nested like that, and one bad line must not stop the file).
@@ -224,11 +219,20 @@ class SessionReader:
             self._previous_id = entry["id"]
             shape = PARENT_NULL if entry["parentId"] is None else 0
         else:
-            shape = _link_shape(entry)
-            entry_id = entry.get("id")
-            parent = entry.get("parentId")
-            entry["id"] = entry_id if isinstance(entry_id, str) and entry_id else None
-            entry["parentId"] = parent if isinstance(parent, str) and parent else None
+            # the hot path: one lookup per key, nothing rewritten for the usual string ids
+            entry_id = entry.get("id", _ABSENT)
+            parent = entry.get("parentId", _ABSENT)
+            shape = 0
+            if entry_id.__class__ is not str:
+                shape = ID_NULL if entry_id is None else ID_MISSING
+                entry["id"] = None
+            elif not entry_id:
+                entry["id"] = None
+            if parent.__class__ is not str:
+                shape |= PARENT_NULL if parent is None else PARENT_MISSING
+                entry["parentId"] = None
+            elif not parent:
+                entry["parentId"] = None
         if self._v2 and entry.get("type") == "message":
             message = entry.get("message")
             if isinstance(message, dict) and message.get("role") == "hookMessage":
