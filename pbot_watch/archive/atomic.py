@@ -58,7 +58,8 @@ def write_atomic(path: Path, data: bytes, mode: int = FILE_MODE, *, sync_dir: bo
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+        if mode != FILE_MODE:  # mkstemp already creates the file 0600
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

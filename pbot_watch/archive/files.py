@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
-from pbot_watch.history.jstext import dumps
+from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
 
 HISTORY_SUBDIR = Path(".pi") / "pbot" / "history"
@@ -212,7 +212,7 @@ class ArchiveStore:
 
     def write(self, path: Path, record: dict[str, Any]) -> None:
         """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes."""
-        data = (dumps(record, indent=None) + "\n").encode("utf-8")
+        data = dumps_utf8(record) + b"\n"
         if self._writer is None:
             ensure_dir(path.parent)
             write_atomic(path, data)

@@ -148,6 +148,15 @@ def locale_key(value: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def dumps_utf8(value: Any) -> bytes:
+    """``JSON.stringify(value)`` as UTF-8 bytes; the lone-surrogate pass runs only when needed."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
 def dumps(value: Any, *, indent: int | None = 2) -> str:
     """JSON text with real UTF-8 characters and ``JSON.stringify``'s escapes for lone surrogates."""
     text = json.dumps(value, ensure_ascii=False, indent=indent)
