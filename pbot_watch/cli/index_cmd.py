@@ -25,13 +25,24 @@ if TYPE_CHECKING:
 def index_command(
     sessions: tuple[Path, ...], archive: Path | None, include: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
-    """Index every Pi session once and write the history archive."""
+    """Index every Pi session once and write the history archive.
+
+    Roots, archive and workspace globs come from the flags, else from the settings
+    (config.toml, PBOT_WATCH_* variables), as for `pbot-watch run`.
+    """
     # Imported here: the click group loads every command module, and `status` must stay light.
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415
+    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
     from pbot_watch.indexer import MissingRoot  # noqa: PLC0415
 
-    roots = list(sessions) or default_session_roots()
-    store = ArchiveStore(central=archive, include=include, exclude=exclude)
+    try:
+        settings = load_settings(
+            {"sessions": list(sessions), "archive": archive, "include": list(include), "exclude": list(exclude)}
+        )
+    except SettingsError as error:
+        raise CommandError(str(error)) from error
+    roots = list(settings.sessions) or default_session_roots()
+    store = ArchiveStore(central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude))
     try:
         report = _run(roots, store)
     except MissingRoot as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,3 +37,18 @@ class TestIndexCommand:
         assert result.returncode != 0
         assert "does not exist" in result.stderr
         assert "Traceback" not in result.stderr
+
+    def test_settings_file_supplies_roots_and_archive(self, tmp_path: Path) -> None:
+        """Without flags, `index` takes its roots and archive from the settings, as `run` does."""
+        sessions = tmp_path / "sessions"
+        shutil.copytree(FIXTURES / "real-v3", sessions)
+        archive = tmp_path / "archive"
+        config = tmp_path / "config.toml"
+        config.write_text(f'sessions = ["{sessions}"]\narchive = "{archive}"\n')
+        result = subprocess.run(
+            ["pbot-watch", "index"], capture_output=True, text=True, check=False, timeout=120,
+            env={**os.environ, "PBOT_WATCH_CONFIG": str(config)},
+        )
+        assert 0 == result.returncode, result.stderr
+        assert "9 records written" in result.stdout
+        assert 9 == len(list(archive.glob("*.json")))
