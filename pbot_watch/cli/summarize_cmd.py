@@ -52,11 +52,19 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
 
 @main.command("summarize")
 @archive_options
-@click.option("--model", default=None, help="litellm model, e.g. openai/gpt-4o-mini. Default: config; none: offline.")
+@click.option(
+    "--model", default=None, help="litellm model, e.g. openai/gpt-4o-mini. Default: config; none: offline."
+)
 @click.option("--api-base", default=None, help="OpenAI-compatible base URL for the model.")
-@click.option("--limit", type=click.IntRange(min=0), default=None, help="Summarize at most N nodes, then stop.")
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=None, help="Summarize at most N nodes, then stop."
+)
 def summarize_command(
-    sessions: tuple[Path, ...], archive: Path | None, model: str | None, api_base: str | None, limit: int | None
+    sessions: tuple[Path, ...],
+    archive: Path | None,
+    model: str | None,
+    api_base: str | None,
+    limit: int | None,
 ) -> None:
     """Index every session, then summarize pending nodes now (lowest level first)."""
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415, F811 - keep `pbot-watch --help` light
@@ -73,8 +81,12 @@ def summarize_command(
     from pbot_watch.log import configure_logging  # noqa: PLC0415
 
     # The result line is the output; logs (failures, limits) go to stderr, quiet unless asked.
-    configure_logging(settings, level="debug" if settings.log_level == "debug" else "warning", stream=sys.stderr)
-    store = ArchiveStore(central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude))
+    configure_logging(
+        settings, level="debug" if settings.log_level == "debug" else "warning", stream=sys.stderr
+    )
+    store = ArchiveStore(
+        central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
+    )
     try:
         report = index_all(settings.sessions, store)
     except MissingRoot as error:
@@ -119,8 +131,10 @@ def _run(worker: SummaryWorker, cancel: threading.Event, limit: int | None) -> R
 
 def _line(result: RunReport, status: dict[str, object]) -> str:
     parts = [
-        f"{result.summarized} summaries written ({result.from_cache} from cache, {result.calls} model calls, "
-        f"{result.input_tokens} input / {result.output_tokens} output tokens)",
+        (
+            f"{result.summarized} summaries written ({result.from_cache} from cache, {result.calls} model calls, "
+            f"{result.input_tokens} input / {result.output_tokens} output tokens)"
+        ),
         f"{result.failed} failed",
         f"{status.get('pending') or 0} pending",
     ]

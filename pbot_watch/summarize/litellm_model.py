@@ -84,7 +84,12 @@ def is_transient(error: BaseException) -> bool:
         return True
     if isinstance(
         error,
-        (module.AuthenticationError, module.BadRequestError, module.NotFoundError, module.PermissionDeniedError),
+        (
+            module.AuthenticationError,
+            module.BadRequestError,
+            module.NotFoundError,
+            module.PermissionDeniedError,
+        ),
     ):
         return False
     status = getattr(error, "status_code", None)
@@ -179,7 +184,7 @@ class LitellmSummarizer:
     def summarize(self, text: str, cancel: threading.Event) -> Summary:
         if cancel.is_set():
             raise Cancelled
-        litellm()  # import on the caller's thread, before the loop thread uses it
+        self._check_credentials(litellm())  # imported on the caller's thread, before the loop uses it
         loop = _shared_loop()
 
         def ask(content: str) -> Summary:
@@ -188,6 +193,19 @@ class LitellmSummarizer:
             return loop.run(self._ask(content), cancel)
 
         return summarize_in_parts(text, self.budget, ask, self.model)
+
+    def _check_credentials(self, module: ModuleType) -> None:
+        """Fail fast on a missing API key: litellm reports it as a server error, which would be retried."""
+        try:
+            found = module.validate_environment(model=self.model, api_base=self.api_base)
+        except Exception:  # noqa: BLE001 - an unknown provider: let the call itself tell
+            return
+        missing = [key for key in found.get("missing_keys", []) if key.endswith("_KEY")]
+        if missing:
+            raise ModelRefused(
+                f"missing credentials: {', '.join(missing)} is not set (in the environment or the env file); "
+                "a local server that needs no key accepts any value"
+            )
 
     async def _ask(self, content: str) -> Summary:
         from tenacity import (  # noqa: PLC0415 - only where a model is called

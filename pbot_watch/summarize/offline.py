@@ -47,12 +47,106 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n")
 _LABELS = re.compile(r"用户：|助手：|；未完成")
 
 _STOPWORDS = frozenset(
-    """the and for with that this from are was were you your have has had not but can will would should
-    could into about what when where which who how why then than there their them they she his her its
-    our out all any some also just like use used using make made get got let lets please thanks thank
-    yes okay sure one two now new see here more most very much such only each other been being does did
-    done doing asked topics names keywords outcome errors period files commands unfinished final answer
-    parts paths""".split()
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "are",
+        "was",
+        "were",
+        "you",
+        "your",
+        "have",
+        "has",
+        "had",
+        "not",
+        "but",
+        "can",
+        "will",
+        "would",
+        "should",
+        "could",
+        "into",
+        "about",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "how",
+        "why",
+        "then",
+        "than",
+        "there",
+        "their",
+        "them",
+        "they",
+        "she",
+        "his",
+        "her",
+        "its",
+        "our",
+        "out",
+        "all",
+        "any",
+        "some",
+        "also",
+        "just",
+        "like",
+        "use",
+        "used",
+        "using",
+        "make",
+        "made",
+        "get",
+        "got",
+        "let",
+        "lets",
+        "please",
+        "thanks",
+        "thank",
+        "yes",
+        "okay",
+        "sure",
+        "one",
+        "two",
+        "now",
+        "new",
+        "see",
+        "here",
+        "more",
+        "most",
+        "very",
+        "much",
+        "such",
+        "only",
+        "each",
+        "other",
+        "been",
+        "being",
+        "does",
+        "did",
+        "done",
+        "doing",
+        "asked",
+        "topics",
+        "names",
+        "keywords",
+        "outcome",
+        "errors",
+        "period",
+        "files",
+        "commands",
+        "unfinished",
+        "final",
+        "answer",
+        "parts",
+        "paths",
+    ]
 )
 
 
@@ -85,11 +179,35 @@ class Labels:
 
 
 ENGLISH = Labels(
-    "Asked", "Files", "Commands", "Errors", "Outcome", "Unfinished", "Period", "Topics", "Names and paths",
-    "Keywords", "; ", ": ", "no final answer", "{n} of {total} parts had no final answer",
+    "Asked",
+    "Files",
+    "Commands",
+    "Errors",
+    "Outcome",
+    "Unfinished",
+    "Period",
+    "Topics",
+    "Names and paths",
+    "Keywords",
+    "; ",
+    ": ",
+    "no final answer",
+    "{n} of {total} parts had no final answer",
 )
 CHINESE = Labels(
-    "提问", "文件", "命令", "错误", "结果", "未完成", "时间", "话题", "名称与路径", "关键词", "；", "：", "没有最终答复",
+    "提问",
+    "文件",
+    "命令",
+    "错误",
+    "结果",
+    "未完成",
+    "时间",
+    "话题",
+    "名称与路径",
+    "关键词",
+    "；",
+    "：",
+    "没有最终答复",
     "{total} 段中有 {n} 段没有最终答复",
 )
 
@@ -210,7 +328,9 @@ def summarize_exchanges(parts: list[Part], labels: Labels) -> str:
         f"{labels.outcome}{labels.colon}{outcome}",
     ]
     if unfinished:
-        lines.append(f"{labels.unfinished}{labels.colon}{labels.not_finished.format(n=unfinished, total=len(parts))}")
+        lines.append(
+            f"{labels.unfinished}{labels.colon}{labels.not_finished.format(n=unfinished, total=len(parts))}"
+        )
     return "\n".join(line for line in lines if line)
 
 
@@ -248,7 +368,9 @@ def summarize_summaries(parts: list[Part], labels: Labels) -> str:
         _line(labels, labels.keywords, _keywords(everything, exclude), ", " if labels is ENGLISH else "、"),
     ]
     if unfinished:
-        lines.append(f"{labels.unfinished}{labels.colon}{labels.not_finished.format(n=unfinished, total=len(parts))}")
+        lines.append(
+            f"{labels.unfinished}{labels.colon}{labels.not_finished.format(n=unfinished, total=len(parts))}"
+        )
     return "\n".join(line for line in lines if line)
 
 

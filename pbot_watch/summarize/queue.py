@@ -131,7 +131,9 @@ class SummaryQueue:
             if record is None:
                 continue
             scan.records += 1
-            lookup = {n["id"]: n for n in record["nodes"] if isinstance(n, dict) and isinstance(n.get("id"), str)}
+            lookup = {
+                n["id"]: n for n in record["nodes"] if isinstance(n, dict) and isinstance(n.get("id"), str)
+            }
             for node in sorted(lookup.values(), key=lambda n: n.get("level", 0)):
                 if node.get("kind") != "summary":
                     continue
@@ -157,7 +159,9 @@ class SummaryQueue:
                     if failure.retry_at > now:
                         scan.backing_off += 1
                         continue
-                scan.tasks.append(Task(path, record["id"], node["id"], int(node.get("level", 0)), text, upgrade))
+                scan.tasks.append(
+                    Task(path, record["id"], node["id"], int(node.get("level", 0)), text, upgrade)
+                )
         # Lowest level first across all records; new summaries before upgrades of offline ones.
         scan.tasks.sort(key=lambda t: (t.upgrade, t.level))
         self.last_scan = scan
@@ -214,7 +218,9 @@ class SummaryQueue:
                 # rather than loop on failures or on results the records no longer want.
                 return report
 
-    def _one(self, task: Task, cancel: threading.Event, report: RunReport) -> Literal["done", "failed", "stop"]:
+    def _one(
+        self, task: Task, cancel: threading.Event, report: RunReport
+    ) -> Literal["done", "failed", "stop"]:
         summarizer = self.summarizer
         key = content_key(task.text, summarizer.id, summarizer.prompt_version)
         cached = self.store.cached(key)
@@ -233,8 +239,14 @@ class SummaryQueue:
                 log.info("summary_limit", reason=str(limit))
                 return "stop"
             except Exception as error:  # noqa: BLE001 - any failure keeps the node pending, counted
-                message = str(error) if isinstance(error, SummaryFailed) and error.__cause__ else describe_error(error)
-                failure = self.store.record_failure(task.node_id, key, message, self.clock(), self.backoff_base)
+                message = (
+                    str(error)
+                    if isinstance(error, SummaryFailed) and error.__cause__
+                    else describe_error(error)
+                )
+                failure = self.store.record_failure(
+                    task.node_id, key, message, self.clock(), self.backoff_base
+                )
                 report.failed += 1
                 report.errors.append(f"{task.node_id}: {message}")
                 log.warning("summary_failed", node=task.node_id, errors=failure.errors, error=message)
@@ -251,7 +263,9 @@ class SummaryQueue:
                 report.failed += 1
                 return "failed"
             if not summarizer.offline:
-                self.store.remember(key, author, summary.model, text, summary.input_tokens, summary.output_tokens)
+                self.store.remember(
+                    key, author, summary.model, text, summary.input_tokens, summary.output_tokens
+                )
         self.store.clear_failure(task.node_id)
         if self.write(task, text, author):
             report.summarized += 1
@@ -285,7 +299,11 @@ class SummaryQueue:
             return False
         if node_input([c for c in children if c is not None]) != task.text:
             return False
-        if node.get("ready") and str(node.get("text", "")).strip() and not (task.upgrade and is_offline_summary(node)):
+        if (
+            node.get("ready")
+            and str(node.get("text", "")).strip()
+            and not (task.upgrade and is_offline_summary(node))
+        ):
             return False  # written meanwhile (by pbot, or by another run): theirs stays
         node["text"] = text
         node["ready"] = True

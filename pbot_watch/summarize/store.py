@@ -69,7 +69,7 @@ def _m001_initial(db: sqlite3.Connection) -> None:
             failed_at REAL NOT NULL,
             retry_at REAL NOT NULL
         );
-        """
+        """,
     )
 
 
@@ -146,7 +146,9 @@ class SummaryStore:
     def _migrate(self) -> None:
         with self._lock:
             db = self._db
-            db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
             db.execute("BEGIN IMMEDIATE")
             try:
                 done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
@@ -166,7 +168,9 @@ class SummaryStore:
     # ---- cache ----------------------------------------------------------------------------
     def cached(self, key: str) -> CachedSummary | None:
         with self._lock:
-            row = self._db.execute("SELECT text, summarizer, model FROM cache WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT text, summarizer, model FROM cache WHERE key = ?", (key,)
+            ).fetchone()
         return CachedSummary(*row) if row else None
 
     def remember(
@@ -233,7 +237,8 @@ class SummaryStore:
         retry_at = now + backoff_seconds(errors, base)
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?, ?)", (node, key, errors, error, now, retry_at)
+                "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?, ?)",
+                (node, key, errors, error, now, retry_at),
             )
         return Failure(node, key, errors, error, retry_at)
 

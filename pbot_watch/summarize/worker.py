@@ -119,14 +119,16 @@ class SummaryWorker:
     _meter: Meter | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _folders_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _folders_seen: set[str] = field(default_factory=set, repr=False)
     _discovered: bool = field(default=False, repr=False)
 
     @property
     def store(self) -> SummaryStore:
-        if self._store is None:
-            self._store = SummaryStore(self.settings.state_dir)
-        return self._store
+        with self._store_lock:  # the status provider and the idle thread may both be first
+            if self._store is None:
+                self._store = SummaryStore(self.settings.state_dir)
+            return self._store
 
     def _summarizer(self) -> tuple[Summarizer, Meter]:
         meter = Meter(self.store, limits_of(self.settings), self.clock)
@@ -134,7 +136,7 @@ class SummaryWorker:
             self.summarizer = make_summarizer(self.settings, meter)
         if hasattr(self.summarizer, "meter"):
             # A new idle period: a fresh meter (per-idle call count), same summarizer and connections.
-            self.summarizer.meter = meter  # type: ignore[attr-defined]
+            self.summarizer.meter = meter
         self._meter = meter
         return self.summarizer, meter
 

@@ -18,13 +18,28 @@ from typing import Any
 EPOCH = datetime(2026, 11, 1, 9, 0, 0, tzinfo=UTC)
 
 TOPICS_EN = [
-    ("Fix the failing test in tests/test_api.py", "I ran `pytest -q tests/test_api.py`; the KeyError came from src/api/views.py and is fixed."),
-    ("Add a --dry-run flag to scripts/deploy.sh", "Added --dry-run to scripts/deploy.sh; it prints the rsync command instead of running it."),
-    ("Why is the build slow?", "The build spends most time in webpack; caching node_modules/.cache halves it."),
-    ("Rename UserStore to AccountStore", "Renamed UserStore to AccountStore in src/store/account.ts and updated 14 imports."),
+    (
+        "Fix the failing test in tests/test_api.py",
+        "I ran `pytest -q tests/test_api.py`; the KeyError came from src/api/views.py and is fixed.",
+    ),
+    (
+        "Add a --dry-run flag to scripts/deploy.sh",
+        "Added --dry-run to scripts/deploy.sh; it prints the rsync command instead of running it.",
+    ),
+    (
+        "Why is the build slow?",
+        "The build spends most time in webpack; caching node_modules/.cache halves it.",
+    ),
+    (
+        "Rename UserStore to AccountStore",
+        "Renamed UserStore to AccountStore in src/store/account.ts and updated 14 imports.",
+    ),
 ]
 TOPICS_ZH = [
-    ("请修复 src/app.py 里的登录错误", "我检查了 src/app.py，密码校验失败是编码问题，已改为 utf-8，`pytest -q` 通过。"),
+    (
+        "请修复 src/app.py 里的登录错误",
+        "我检查了 src/app.py，密码校验失败是编码问题，已改为 utf-8，`pytest -q` 通过。",
+    ),
     ("把配置文件迁移到 TOML", "已把 config.yaml 迁移到 config.toml，并更新了 README.md 的说明。"),
 ]
 
@@ -46,22 +61,38 @@ class PiSession:
     parent_session: str | None = None
 
     def header(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"type": "session", "version": 3, "id": self.session_id, "timestamp": iso(0), "cwd": self.cwd}
+        head: dict[str, Any] = {
+            "type": "session",
+            "version": 3,
+            "id": self.session_id,
+            "timestamp": iso(0),
+            "cwd": self.cwd,
+        }
         if self.parent_session:
             head["parentSession"] = self.parent_session
         return head
 
     def _add(self, message: dict[str, Any]) -> str:
         self.clock += 7
-        entry_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{self.session_id}:{len(self.entries)}:{self.clock}").hex[:8]
+        entry_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{self.session_id}:{len(self.entries)}:{self.clock}").hex[
+            :8
+        ]
         self.entries.append(
-            {"type": "message", "id": entry_id, "parentId": self.leaf, "timestamp": iso(self.clock), "message": message}
+            {
+                "type": "message",
+                "id": entry_id,
+                "parentId": self.leaf,
+                "timestamp": iso(self.clock),
+                "message": message,
+            }
         )
         self.leaf = entry_id
         return entry_id
 
     def user(self, text: str) -> str:
-        return self._add({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self.clock})
+        return self._add(
+            {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self.clock}
+        )
 
     def assistant(self, text: str, stop: str = "stop") -> str:
         return self._add(
@@ -111,7 +142,9 @@ class PiSession:
 
     def data(self) -> bytes:
         lines = [self.header(), *self.entries]
-        return b"".join((json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n").encode() for e in lines)
+        return b"".join(
+            (json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n").encode() for e in lines
+        )
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +159,9 @@ class PiSession:
         return len(self.entries)
 
 
-def generated_history(root: Path, exchanges: int, branches: int = 3, forks: int = 2, cwd: str = "/w") -> list[Path]:
+def generated_history(
+    root: Path, exchanges: int, branches: int = 3, forks: int = 2, cwd: str = "/w"
+) -> list[Path]:
     """A workload: one session of ``exchanges`` on the main line with ``branches`` side branches,
     then ``forks`` forked sessions that each continue the main line a little further."""
     main = PiSession(str(uuid.UUID(int=1)), cwd)

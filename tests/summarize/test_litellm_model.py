@@ -12,8 +12,8 @@ from pbot_watch.summarize.base import Cancelled, EmptySummary, LimitReached, Mod
 from pbot_watch.summarize.litellm_model import LitellmSummarizer
 from pbot_watch.summarize.prompts import load_prompt
 from pbot_watch.summarize.store import Limits, Meter, SummaryStore
-from tests.support.openai_server import OpenAIServer, Reply
 from tests.summarize.conftest import MODEL
+from tests.support.openai_server import OpenAIServer, Reply
 
 
 @pytest.fixture
@@ -29,7 +29,10 @@ class TestCall:
         server.script(Reply.answer("  A short summary.  ", usage=(120, 7)))
         summary = summarizer.summarize("[a — b]\n用户：\nhello", threading.Event())
         assert (summary.text, summary.input_tokens, summary.output_tokens, summary.calls) == (
-            "A short summary.", 120, 7, 1
+            "A short summary.",
+            120,
+            7,
+            1,
         )
         (request,) = server.chat_requests
         assert request.body["messages"] == [
@@ -52,6 +55,14 @@ class TestCall:
             summarizer.summarize("x", threading.Event())
         assert len(server.chat_requests) == 1
 
+    def test_missing_key_fails_fast(self, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without the provider's key nothing is sent (litellm would call it a server error and retry)."""
+        monkeypatch.delenv("OPENAI_API_KEY")
+        model = LitellmSummarizer(MODEL, api_base=server.base_url, retry_wait=0.01)
+        with pytest.raises(ModelRefused, match="missing credentials: OPENAI_API_KEY"):
+            model.summarize("x", threading.Event())
+        assert server.requests == []
+
     def test_bad_request_is_not_retried(self, server: OpenAIServer, summarizer: LitellmSummarizer) -> None:
         """A 400 is the request's fault; sending it again cannot help."""
         server.script(Reply.bad_request("context too long"))
@@ -62,7 +73,9 @@ class TestCall:
     def test_timeout_is_retried_then_fails(self, server: OpenAIServer) -> None:
         """A model that never answers times out on every attempt; each attempt is one request."""
         server.default = Reply.hanging()
-        model = LitellmSummarizer(MODEL, api_base=server.base_url, request_timeout=0.3, retry_wait=0.01, attempts=2)
+        model = LitellmSummarizer(
+            MODEL, api_base=server.base_url, request_timeout=0.3, retry_wait=0.01, attempts=2
+        )
         try:
             with pytest.raises(Exception, match="(?i)timed? ?out") as raised:
                 model.summarize("x", threading.Event())
@@ -88,7 +101,9 @@ class TestCall:
 
 
 class TestCancel:
-    def test_cancel_closes_the_connection_at_once(self, server: OpenAIServer, summarizer: LitellmSummarizer) -> None:
+    def test_cancel_closes_the_connection_at_once(
+        self, server: OpenAIServer, summarizer: LitellmSummarizer
+    ) -> None:
         """Setting the event aborts the request in flight; the server sees the client go away."""
         server.script(Reply.hanging())
         cancel = threading.Event()

@@ -45,7 +45,10 @@ class TestExchanges:
     def test_english_group(self) -> None:
         """What was asked, the files and commands, the error and the outcome, in English."""
         summary = offline_summary(node_input(ENGLISH))
-        assert summary.splitlines()[0] == "Asked: Fix the failing test in tests/test_api.py please; Now run the whole suite"
+        assert (
+            summary.splitlines()[0]
+            == "Asked: Fix the failing test in tests/test_api.py please; Now run the whole suite"
+        )
         assert "Files: tests/test_api.py; src/api/views.py" in summary
         assert "Commands: pytest -q tests/test_api.py" in summary
         assert "Errors: Error: KeyError 'user' in src/api/views.py" in summary
@@ -54,7 +57,9 @@ class TestExchanges:
     def test_chinese_group(self) -> None:
         """Chinese input gets Chinese labels, and an unfinished last exchange has no outcome."""
         summary = offline_summary(node_input(CHINESE))
-        assert summary.startswith("提问：请帮我修复 src/app.py 里的登录错误，用户无法登录。；再把日志格式改成 JSON\n")
+        assert summary.startswith(
+            "提问：请帮我修复 src/app.py 里的登录错误，用户无法登录。；再把日志格式改成 JSON\n"
+        )
         assert "文件：src/app.py" in summary
         assert "命令：pytest -q" in summary
         assert "结果：没有最终答复" in summary
@@ -73,8 +78,18 @@ class TestUpperLevels:
         upper = offline_summary(
             node_input(
                 [
-                    {"from": "2026-01-01T10:00:00.000Z", "to": "2026-01-01T10:03:00.000Z", "completed": True, "text": first},
-                    {"from": "2026-01-01T11:00:00.000Z", "to": "2026-01-01T11:03:00.000Z", "completed": True, "text": second},
+                    {
+                        "from": "2026-01-01T10:00:00.000Z",
+                        "to": "2026-01-01T10:03:00.000Z",
+                        "completed": True,
+                        "text": first,
+                    },
+                    {
+                        "from": "2026-01-01T11:00:00.000Z",
+                        "to": "2026-01-01T11:03:00.000Z",
+                        "completed": True,
+                        "text": second,
+                    },
                 ]
             )
         )
@@ -95,7 +110,9 @@ class TestSummarizer:
         """The same input gives the same summary; even odd input gives some text."""
         summarizer = OfflineSummarizer()
         cancel = threading.Event()
-        assert summarizer.summarize(node_input(ENGLISH), cancel) == summarizer.summarize(node_input(ENGLISH), cancel)
+        assert summarizer.summarize(node_input(ENGLISH), cancel) == summarizer.summarize(
+            node_input(ENGLISH), cancel
+        )
         assert summarizer.summarize("[x — y]\n", cancel).text.strip()
         assert summarizer.summarize("", cancel).text.strip()
 

@@ -28,7 +28,9 @@ def worker_for(tmp_path: Path, server: OpenAIServer | None = None, **settings: o
     config = settings_for(tmp_path, server, **settings)
     summarizer = None
     if server is not None:
-        summarizer = LitellmSummarizer(MODEL, api_base=server.base_url, request_timeout=5, retry_wait=0.01, attempts=2)
+        summarizer = LitellmSummarizer(
+            MODEL, api_base=server.base_url, request_timeout=5, retry_wait=0.01, attempts=2
+        )
     return SummaryWorker(config, summarizer=summarizer)
 
 
@@ -105,7 +107,9 @@ class TestFailures:
         worker = worker_for(tmp_path, server)
         index(worker.settings)
         refused = "(#0)"
-        server.handler = lambda r: Reply.bad_request("unsafe content") if refused in r.user_text else Reply.answer("fine")
+        server.handler = lambda r: (
+            Reply.bad_request("unsafe content") if refused in r.user_text else Reply.answer("fine")
+        )
         report = worker.run_once(threading.Event())
         states = ready(tmp_path)
         assert sorted(states.values()) == [False, True]
@@ -147,7 +151,6 @@ class TestFailures:
         assert asked == 2  # two attempts: 5xx is transient
         worker.run_once(threading.Event())
         assert len(server.chat_requests) == asked
-
 
     def test_refused_model_stops_the_run(self, server: OpenAIServer, tmp_path: Path) -> None:
         """A bad key fails every node alike: the run stops after the first one and says why."""
@@ -210,7 +213,9 @@ class TestCancel:
 
 
 class TestWriteBack:
-    def test_result_for_a_changed_node_is_dropped_but_cached(self, server: OpenAIServer, tmp_path: Path) -> None:
+    def test_result_for_a_changed_node_is_dropped_but_cached(
+        self, server: OpenAIServer, tmp_path: Path
+    ) -> None:
         """If the group changed while the model was answering, the answer is not written (but kept)."""
         pi = PiSession("s-main", "/w")
         pi.exchanges(3)

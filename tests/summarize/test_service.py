@@ -57,7 +57,9 @@ class TestIdle:
             assert service.stop() == 0
         assert server.chat_requests[0].user_text == server.chat_requests[1].user_text
 
-    def test_reuse_rule_after_appends(self, model_env: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_reuse_rule_after_appends(
+        self, model_env: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """After appends, unchanged groups keep their summaries; only changed and new ones cost calls."""
         monkeypatch.setenv("PBOT_WATCH_IDLE_SECONDS", "0.3")
         server = model_env
@@ -68,16 +70,20 @@ class TestIdle:
         path = pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
         archive = tmp_path / "archive"
         with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
-            wait_for(lambda: len(nodes_of(archive)) == 5 and all(n["ready"] for n in nodes_of(archive).values()),
-                     what="the first summaries")
+            wait_for(
+                lambda: len(nodes_of(archive)) == 5 and all(n["ready"] for n in nodes_of(archive).values()),
+                what="the first summaries",
+            )
             before = nodes_of(archive)
             assert len(server.chat_requests) == 5
             count = len(pi.entries)
             pi.assistant("the sixteenth answer")
             pi.exchanges(4, start=100)
             pi.append_to(path, count)
-            wait_for(lambda: len(nodes_of(archive)) == 6 and all(n["ready"] for n in nodes_of(archive).values()),
-                     what="the summaries after the appends")
+            wait_for(
+                lambda: len(nodes_of(archive)) == 6 and all(n["ready"] for n in nodes_of(archive).values()),
+                what="the summaries after the appends",
+            )
             after = nodes_of(archive)
             status = service.wait_status(lambda s: s.summaries.get("calls_today") == 8, "usage in status")
             assert status.summaries["pending"] == 0
@@ -91,7 +97,9 @@ class TestIdle:
         record = records(archive)["s-main"]
         by_id = {n["id"]: n for n in record["nodes"]}
         asked_after = [r.user_text for r in server.chat_requests[5:]]
-        assert sorted(asked_after) == sorted(node_input([by_id[c] for c in by_id[k]["children"]]) for k in redone)
+        assert sorted(asked_after) == sorted(
+            node_input([by_id[c] for c in by_id[k]["children"]]) for k in redone
+        )
 
 
 class TestOfflineService:
@@ -103,7 +111,9 @@ class TestOfflineService:
         pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
         archive = tmp_path / "archive"
         with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
-            wait_for(lambda: [n["ready"] for n in nodes_of(archive).values()] == [True], what="the offline summary")
+            wait_for(
+                lambda: [n["ready"] for n in nodes_of(archive).values()] == [True], what="the offline summary"
+            )
             (node,) = nodes_of(archive).values()
             assert node["summarizer"] == "offline/1"
             assert str(node["text"]).startswith("提问：")

@@ -17,7 +17,10 @@ class TestMigrations:
         SummaryStore(tmp_path).close()
         store = SummaryStore(tmp_path)
         store.close()
-        names = [row[0] for row in sqlite3.connect(tmp_path / "summaries.db").execute("SELECT name FROM _migrations")]
+        names = [
+            row[0]
+            for row in sqlite3.connect(tmp_path / "summaries.db").execute("SELECT name FROM _migrations")
+        ]
         assert names == [name for name, _ in MIGRATIONS]
 
 
@@ -72,7 +75,9 @@ class TestFailures:
 class TestMeter:
     def test_daily_call_limit(self, tmp_path: Path) -> None:
         """After the day's calls are used, no call is allowed and the reason names the limit."""
-        meter = Meter(SummaryStore(tmp_path), Limits(calls_per_day=2, tokens_per_day=10**6, calls_per_idle=10))
+        meter = Meter(
+            SummaryStore(tmp_path), Limits(calls_per_day=2, tokens_per_day=10**6, calls_per_idle=10)
+        )
         for _ in range(2):
             meter.before_call()
             meter.after_call("m", 10, 1, 0.0)
@@ -85,7 +90,10 @@ class TestMeter:
         tokens = Meter(store, Limits(calls_per_day=100, tokens_per_day=50, calls_per_idle=100))
         tokens.after_call("m", 45, 5, 0.0)
         assert (tokens.reason() or "").startswith("daily token limit reached")
-        idle = Meter(SummaryStore(tmp_path / "other"), Limits(calls_per_day=100, tokens_per_day=10**6, calls_per_idle=1))
+        idle = Meter(
+            SummaryStore(tmp_path / "other"),
+            Limits(calls_per_day=100, tokens_per_day=10**6, calls_per_idle=1),
+        )
         idle.after_call("m", 1, 1, 0.0)
         assert (idle.reason() or "").startswith("idle-period call limit reached")
         assert "disabled" in (Meter(store, Limits(calls_per_day=0)).reason() or "")

@@ -20,8 +20,12 @@ pytestmark = pytest.mark.timeout(60)
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pbot_watch", *args], capture_output=True, text=True, timeout=50,
-        env={**os.environ, **(env or {})}, check=False,
+        [sys.executable, "-m", "pbot_watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env={**os.environ, **(env or {})},
+        check=False,
     )
 
 
@@ -36,7 +40,9 @@ def history(tmp_path: Path) -> Path:
 class TestSummarizeCommand:
     def test_offline_without_a_model(self, history: Path) -> None:
         """Indexes, then fills every summary offline; says what it did."""
-        result = cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
+        result = cli(
+            "summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive")
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("2 summaries written (0 from cache, 0 model calls")
         assert "1 sessions, 1 records written" in result.stderr
@@ -44,33 +50,33 @@ class TestSummarizeCommand:
         assert {n["summarizer"] for n in nodes.values()} == {"offline/1"}
         assert "litellm" not in result.stderr
 
-    def test_model_from_flag_with_limit(self, history: Path, server: OpenAIServer) -> None:
-        """--model and --api-base pick the model; --limit stops after N nodes."""
-        result = cli(
-            "summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"),
-            "--model", MODEL, "--api-base", server.base_url, "--limit", "1",
-        )
+    def test_model_from_flags_and_environment(self, history: Path, server: OpenAIServer) -> None:
+        """--model/--api-base pick the model and --limit stops after N nodes; PBOT_WATCH_MODEL works too."""
+        where = ("--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
+        result = cli("summarize", *where, "--model", MODEL, "--api-base", server.base_url, "--limit", "1")
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("1 summaries written (0 from cache, 1 model calls")
         assert "--limit reached" in result.stdout
-        assert len(server.chat_requests) == 1
-
-    def test_model_from_environment(self, history: Path, server: OpenAIServer) -> None:
-        """PBOT_WATCH_MODEL works like every setting; usage lands in the state database."""
         env = {"PBOT_WATCH_MODEL": MODEL, "PBOT_WATCH_API_BASE": server.base_url}
-        result = cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"), env=env)
-        assert result.returncode == 0, result.stderr
-        assert "2 summaries written (0 from cache, 2 model calls" in result.stdout
-        again = cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"), env=env)
-        assert again.stdout.startswith("0 summaries written"), again.stdout
+        rest = cli("summarize", *where, env=env)
+        assert rest.returncode == 0, rest.stderr
+        assert rest.stdout.startswith("1 summaries written (0 from cache, 1 model calls"), rest.stdout
+        assert "0 pending; nothing left to do" in rest.stdout
         assert len(server.chat_requests) == 2
 
     def test_auth_error_is_reported(self, history: Path, server: OpenAIServer) -> None:
         """A refused key fails the nodes (not retried) and the error is shown."""
         server.default = Reply.unauthorized()
         result = cli(
-            "summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"),
-            "--model", MODEL, "--api-base", server.base_url,
+            "summarize",
+            "--sessions",
+            str(history / "sessions"),
+            "--archive",
+            str(history / "archive"),
+            "--model",
+            MODEL,
+            "--api-base",
+            server.base_url,
         )
         assert result.returncode == 0, result.stderr
         assert "1 failed" in result.stdout
@@ -82,9 +88,23 @@ class TestSummarizeCommand:
         """SIGINT aborts the request in flight (the server sees it) and exits 130, nothing written."""
         server.default = Reply.hanging()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pbot_watch", "summarize", "--sessions", str(history / "sessions"),
-             "--archive", str(history / "archive"), "--model", MODEL, "--api-base", server.base_url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pbot_watch",
+                "summarize",
+                "--sessions",
+                str(history / "sessions"),
+                "--archive",
+                str(history / "archive"),
+                "--model",
+                MODEL,
+                "--api-base",
+                server.base_url,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             server.wait_for_requests(1, timeout=30)

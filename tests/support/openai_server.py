@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 POLL_SECONDS = 0.01
 
@@ -75,7 +75,11 @@ class Reply:
         delay: float = 0.0,
     ) -> Reply:
         return cls(
-            text=text, tool_calls=tuple(tool_calls or ()), finish_reason=finish_reason, usage=usage, delay=delay
+            text=text,
+            tool_calls=tuple(tool_calls or ()),
+            finish_reason=finish_reason,
+            usage=usage,
+            delay=delay,
         )
 
     @classmethod
@@ -89,7 +93,9 @@ class Reply:
         return cls(text=None, delay=delay)
 
     @classmethod
-    def error(cls, status: int, message: str = "scripted error", *, kind: str = "", delay: float = 0.0) -> Reply:
+    def error(
+        cls, status: int, message: str = "scripted error", *, kind: str = "", delay: float = 0.0
+    ) -> Reply:
         return cls(status=status, error_message=message, error_type=kind or f"http_{status}", delay=delay)
 
     @classmethod
@@ -184,7 +190,9 @@ class OpenAIServer:
 
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
                 if self.path.rstrip("/").endswith("/models"):
-                    outer._send_json(self, 200, {"object": "list", "data": [{"id": outer.model_name, "object": "model"}]})
+                    outer._send_json(
+                        self, 200, {"object": "list", "data": [{"id": outer.model_name, "object": "model"}]}
+                    )
                 else:
                     outer._send_json(self, 404, {"error": {"message": "not found", "type": "not_found"}})
 
@@ -205,7 +213,7 @@ class OpenAIServer:
         if self._thread is not None:
             self._thread.join(5)
 
-    def __enter__(self) -> OpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -288,7 +296,13 @@ class OpenAIServer:
             return
         try:
             if reply.status != 200:  # noqa: PLR2004
-                payload = {"error": {"message": reply.error_message, "type": reply.error_type, "code": reply.error_type}}
+                payload = {
+                    "error": {
+                        "message": reply.error_message,
+                        "type": reply.error_type,
+                        "code": reply.error_type,
+                    }
+                }
                 self._send_json(http, reply.status, payload, reply.headers)
             elif body.get("stream"):
                 self._stream(http, body, reply)
@@ -304,7 +318,9 @@ class OpenAIServer:
         deadline = time.monotonic() + seconds
         sock: socket.socket = http.connection
         while time.monotonic() < deadline and not self._stopping.is_set():
-            readable, _, _ = select.select([sock], [], [], min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            readable, _, _ = select.select(
+                [sock], [], [], min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
+            )
             if readable:
                 try:
                     peeked = sock.recv(1, socket.MSG_PEEK)
@@ -327,7 +343,9 @@ class OpenAIServer:
             contents = []
             for message in body.get("messages", []):
                 content = message.get("content")
-                contents.append(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
+                contents.append(
+                    content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+                )
             prompt, completion = _count_tokens("".join(contents)), _count_tokens(answer)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
@@ -353,7 +371,9 @@ class OpenAIServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": reply.model or body.get("model") or self.model_name,
-            "choices": [{"index": 0, "message": message, "finish_reason": self._finish(reply), "logprobs": None}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": self._finish(reply), "logprobs": None}
+            ],
             "usage": self._usage(body, reply, reply.text or ""),
         }
 
@@ -393,7 +413,10 @@ class OpenAIServer:
 
     @staticmethod
     def _send_json(
-        http: BaseHTTPRequestHandler, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()
+        http: BaseHTTPRequestHandler,
+        status: int,
+        payload: dict[str, Any],
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         data = json.dumps(payload).encode()
         http.send_response(status)
