@@ -40,8 +40,8 @@ def limits_of(settings: Settings) -> Limits:
 
 def make_summarizer(settings: Settings, meter: Meter | None) -> Summarizer:
     """The configured model through litellm, or the offline summarizer when there is none."""
-    if not settings.model:
-        return OfflineSummarizer()
+    if not settings.model or settings.max_calls_per_day == 0:
+        return OfflineSummarizer()  # no model, or the model turned off: summaries still get written
     from pbot_watch.config import apply_env_file  # noqa: PLC0415
     from pbot_watch.summarize.litellm_model import LitellmSummarizer  # noqa: PLC0415
 
@@ -252,7 +252,7 @@ def summary_status(settings: Settings, store: SummaryStore | None = None) -> dic
     limits = limits_of(settings)
     out: dict[str, Any] = {
         "model": settings.model or "offline",
-        "summarizer": f"litellm/{settings.model}" if settings.model else OFFLINE_ID,
+        "summarizer": f"litellm/{settings.model}" if settings.model and limits.calls_per_day else OFFLINE_ID,
         "pending": None,
         "waiting_for_children": None,
         "failed": 0,
@@ -277,7 +277,7 @@ def summary_status(settings: Settings, store: SummaryStore | None = None) -> dic
         used = store.usage()
         failures = store.failures()
         limit = None
-        if settings.model:
+        if settings.model and limits.calls_per_day:
             meter = Meter(store, limits)
             limit = meter.reason() or (last_run.get("reason") if last_run.get("stop") == "limit" else None)
         out.update(

@@ -179,6 +179,18 @@ class TestLimits:
         assert (status["calls_today"], status["pending"]) == (2, 3)
         assert "daily call limit" in status["limit"]
 
+    def test_zero_calls_per_day_means_offline(self, server: OpenAIServer, tmp_path: Path) -> None:
+        """A model turned off with max_calls_per_day = 0 leaves the offline summarizer at work."""
+        session(tmp_path, 4)
+        config = settings_for(tmp_path, server, max_calls_per_day=0)
+        worker = SummaryWorker(config)
+        index(config)
+        assert worker.run_once(threading.Event()).summarized == 1
+        assert server.requests == []
+        (node,) = summaries(records(tmp_path / "archive")["s-main"]).values()
+        assert node["summarizer"] == "offline/1"
+        assert worker.status()["summarizer"] == "offline/1"
+
     def test_idle_period_limit_resets_next_period(self, server: OpenAIServer, tmp_path: Path) -> None:
         """max_calls_per_idle caps one period; the next period goes on."""
         session(tmp_path, 8)
