@@ -97,6 +97,15 @@ class RunReport:
 Progress = Callable[[int, int, str], None]
 
 
+def file_key(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a record is rewritten (atomic replace: a new inode) or edited."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def iter_record_paths(folders: Iterable[Path]) -> list[Path]:
     """Record files in the folders (sorted; temp files of atomic writes are not ``*.json``)."""
     paths: list[Path] = []
@@ -119,6 +128,9 @@ class SummaryQueue:
     clock: Callable[[], float] = time.time
     backoff_base: float = BACKOFF_BASE_SECONDS
     records_lock: threading.Lock | None = None
+    # Records with nothing to do, by file identity: an idle period then costs a stat per record,
+    # not a parse of the whole archive. Shared across runs by the worker.
+    settled: dict[Path, tuple[int, int, int]] = field(default_factory=dict)
     last_scan: Scan | None = None
 
     # ---- finding work ---------------------------------------------------------------------
@@ -127,10 +139,15 @@ class SummaryQueue:
         now = self.clock()
         model = not self.summarizer.offline
         for path in iter_record_paths(self.folders()):
+            stamp = file_key(path)
+            if stamp is not None and self.settled.get(path) == stamp:
+                scan.records += 1  # unchanged since a scan found nothing to do in it
+                continue
             record = self.archive.load(path)
             if record is None:
                 continue
             scan.records += 1
+            work_before = scan.pending + scan.upgradable
             lookup = {
                 n["id"]: n for n in record["nodes"] if isinstance(n, dict) and isinstance(n.get("id"), str)
             }
@@ -162,6 +179,10 @@ class SummaryQueue:
                 scan.tasks.append(
                     Task(path, record["id"], node["id"], int(node.get("level", 0)), text, upgrade)
                 )
+            if scan.pending + scan.upgradable == work_before and stamp is not None:
+                self.settled[path] = stamp
+            else:
+                self.settled.pop(path, None)
         # Lowest level first across all records; new summaries before upgrades of offline ones.
         scan.tasks.sort(key=lambda t: (t.upgrade, t.level))
         self.last_scan = scan

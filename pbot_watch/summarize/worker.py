@@ -122,6 +122,7 @@ class SummaryWorker:
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _folders_seen: set[str] = field(default_factory=set, repr=False)
     _discovered: bool = field(default=False, repr=False)
+    _settled: dict[Path, tuple[int, int, int]] = field(default_factory=dict, repr=False)
 
     @property
     def store(self) -> SummaryStore:
@@ -190,6 +191,7 @@ class SummaryWorker:
                 clock=self.clock,
                 backoff_base=self.settings.summary_retry_seconds,
                 records_lock=self.records_lock,
+                settled=self._settled,
             )
             if not summarizer.offline:
                 reason = meter.reason()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from pbot_watch.summarize.litellm_model import LitellmSummarizer
 from pbot_watch.summarize.worker import SummaryWorker
 from tests.summarize.conftest import MODEL, index, records, settings_for, summaries
 from tests.summarize.history_gen import PiSession
-from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.openai_server import OpenAIServer, Reply, Request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,6 +53,21 @@ class TestOffline:
         assert worker.run_once(threading.Event()).summarized == 0
         status = worker.status()
         assert (status["pending"], status["model"], status["calls_today"]) == (0, "offline", 0)
+
+    def test_a_settled_record_changed_on_disk_is_seen(self, tmp_path: Path) -> None:
+        """Records with nothing to do are skipped by file identity, so a rewrite is noticed."""
+        session(tmp_path, 4)
+        worker = worker_for(tmp_path)
+        index(worker.settings)
+        worker.run_once(threading.Event())
+        assert worker.run_once(threading.Event()).summarized == 0
+        (path,) = (tmp_path / "archive").glob("*.json")
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for node in record["nodes"]:
+            if node["kind"] == "summary":
+                node.update(text="", ready=False)
+        path.write_text(json.dumps(record), encoding="utf-8")
+        assert worker.run_once(threading.Event()).summarized == 1
 
 
 class TestModel:
@@ -237,14 +253,14 @@ class TestWriteBack:
         index(worker.settings)
         appended = threading.Event()
 
-        def answer_after_append(request: object) -> Reply:
+        def answer_after_append(request: Request) -> Reply:  # noqa: ARG001 - the handler's signature
             pi.assistant("the answer arrives while the summary is made")
             pi.append_to(path, len(pi.entries) - 1)
             index(worker.settings)
             appended.set()
             return Reply.answer("stale summary")
 
-        server.handler = answer_after_append  # type: ignore[assignment]
+        server.handler = answer_after_append
         report = worker.run_once(threading.Event())
         assert appended.is_set()
         assert report.dropped == 1

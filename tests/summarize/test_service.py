@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def model_env(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAISe
     return server
 
 
-def nodes_of(archive: Path, session_id: str = "s-main") -> dict[str, dict[str, object]]:
+def nodes_of(archive: Path, session_id: str = "s-main") -> dict[str, dict[str, Any]]:
     found = records(archive).get(session_id)
     return summaries(found) if found else {}
 

@@ -179,7 +179,7 @@ class OpenAIServer:
         self._changed = threading.Condition(self._lock)
 
     # ---- lifecycle --------------------------------------------------------------------------
-    def start(self) -> OpenAIServer:
+    def start(self) -> Self:
         outer = self
 
         class _Handler(BaseHTTPRequestHandler):
@@ -406,8 +406,8 @@ class OpenAIServer:
             chunk({"tool_calls": [{"index": i, **call}]})
         chunk({}, self._finish(reply))
         if (body.get("stream_options") or {}).get("include_usage"):
-            data = {**base, "choices": [], "usage": self._usage(body, reply, text)}
-            http.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+            final: dict[str, Any] = {**base, "choices": [], "usage": self._usage(body, reply, text)}
+            http.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
         http.wfile.write(b"data: [DONE]\n\n")
         http.wfile.flush()
 
