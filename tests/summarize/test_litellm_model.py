@@ -161,3 +161,16 @@ class TestMeter:
         finally:
             model.close()
         assert len(server.chat_requests) == 1
+
+    def test_usage_and_estimated_cost_are_recorded(self, server: OpenAIServer, tmp_path: Path) -> None:
+        """Tokens go to today's usage, priced from litellm's local cost map when it knows the model."""
+        store = SummaryStore(tmp_path)
+        model = LitellmSummarizer(
+            "openai/gpt-4o-mini", api_base=server.base_url, meter=Meter(store, Limits()), retry_wait=0.01
+        )
+        server.script(Reply.answer("priced", usage=(1_000_000, 0)))
+        summary = model.summarize("x", threading.Event())
+        used = store.usage()
+        assert (used.calls, used.input_tokens) == (1, 1_000_000)
+        assert used.cost_usd == pytest.approx(summary.cost_usd)
+        assert 0 < used.cost_usd < 10

@@ -49,7 +49,11 @@ class TestIdle:
             server.wait_for_disconnects(1, timeout=10)
             # The next idle period asks again and this time gets an answer.
             server.wait_for_requests(2, timeout=20)
-            wait_for(lambda: [n["ready"] for n in nodes_of(archive).values()] == [True], what="the summary")
+            wait_for(
+                lambda: [n["ready"] for n in nodes_of(archive).values()] == [True],
+                what="the summary",
+                timeout=40,
+            )
             (node,) = nodes_of(archive).values()
             assert (node["text"], node["summarizer"]) == ("scripted summary", f"litellm/{MODEL}")
             status = service.wait_status(lambda s: s.summaries.get("calls_today") == 1, "usage in status")
@@ -74,6 +78,7 @@ class TestIdle:
             wait_for(
                 lambda: len(nodes_of(archive)) == 5 and all(n["ready"] for n in nodes_of(archive).values()),
                 what="the first summaries",
+                timeout=40,
             )
             before = nodes_of(archive)
             assert len(server.chat_requests) == 5
@@ -84,6 +89,7 @@ class TestIdle:
             wait_for(
                 lambda: len(nodes_of(archive)) == 6 and all(n["ready"] for n in nodes_of(archive).values()),
                 what="the summaries after the appends",
+                timeout=40,
             )
             after = nodes_of(archive)
             status = service.wait_status(lambda s: s.summaries.get("calls_today") == 8, "usage in status")
