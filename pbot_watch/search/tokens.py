@@ -81,6 +81,10 @@ def _runs(text: str) -> Iterator[tuple[bool, str]]:
 
 
 def _word_tokens(word: str) -> Iterator[str]:
+    if not any(ch.isalnum() for ch in word):
+        # Only combining marks: FTS5's unicode61 folds them away (remove_diacritics), so such a
+        # token could never be matched; it is not a word.
+        return
     whole = word.lower()[:MAX_TOKEN_CHARS]
     yield whole
     parts = _PARTS.findall(word)
