@@ -433,6 +433,12 @@ def main() -> None:
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: a check that the bench runs")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--only",
+        choices=["latency", "big-session", "idle", "memory"],
+        action="append",
+        help="run only these phases",
+    )
     args = parser.parse_args()
     if args.smoke:
         args.sessions, args.seconds, args.period, args.big_mb = 3, 2, 0.5, 1
@@ -447,6 +453,8 @@ def main() -> None:
             ("memory", lambda d: phase_memory(d, args.gb, args.session_mb)),
         ):
             folder = base / name.replace(" ", "-")
+            if args.only and folder.name not in args.only:
+                continue
             folder.mkdir()
             results[name] = run(folder)
             if not args.json:

@@ -30,6 +30,7 @@ from pbot_watch.config import Settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.lock import InstanceLock
+from pbot_watch.service.memory import release_free_memory
 from pbot_watch.service.snapshot import Snapshot, diff, scan
 from pbot_watch.service.state import StateStore
 from pbot_watch.service.status import (
@@ -169,7 +170,9 @@ class Server:
                 self.state = StateStore(settings.state_dir)
             except (OSError, sqlite3.Error) as error:
                 raise StartupError(
-                    f"cannot open the service state in {settings.state_dir}: {error}"
+                    f"cannot open the service state in {settings.state_dir}: {error} (deleting"
+                    " state.sqlite3 there is safe: the next start re-reads every session file"
+                    " and rewrites only records that differ)"
                 ) from error
             store = ArchiveWriter(
                 central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
@@ -194,6 +197,7 @@ class Server:
             archive=str(settings.archive) if settings.archive else None,
             state=str(settings.state_dir),
             migrations=self.state.applied,
+            allocator=os.environ.get("PYTHONMALLOC", "pymalloc"),
         )
         self.write_status()
         # The start scan: every file whose stat and fingerprints match its cursor is left alone.
@@ -283,7 +287,8 @@ class Server:
         if now >= self._next_reconcile:
             self.reconcile()
         self.idle.tick(time.monotonic())
-        self.activity = "busy" if self.pending or self.retries else "idle"
+        # A file that keeps failing (unreadable, workspace full) is retried but is not "busy".
+        self.activity = "busy" if self.pending else "idle"
         self.maybe_write_status()
 
     def process_due(self, now: float) -> None:
@@ -331,6 +336,7 @@ class Server:
     def _caught_up(self) -> None:
         """One summary line for the start scan, as ``pbot-watch index`` prints one per pass."""
         assert self.tailer is not None
+        release_free_memory()
         counters = self.tailer.counters
         log.info(
             "caught up",
@@ -423,7 +429,8 @@ class Server:
             else None,
             last_reconcile=iso(self.last_reconcile) if self.last_reconcile else None,
             activity=self.activity if running else "stopped",  # type: ignore[arg-type]
-            pending_files=len(self.pending) + len(self.retries),
+            pending_files=len(self.pending),
+            retrying_files=len(self.retries),
             idle_worker=self.idle.info(),
             summaries=summaries,
             extensions=extensions,

@@ -33,6 +33,7 @@ from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import Indexer, SyncResult
 from pbot_watch.pi.cursor import Cursor, plan
 from pbot_watch.service.hooks import RecordListener
+from pbot_watch.service.memory import release_free_memory
 from pbot_watch.service.state import FileState, StateStore
 
 # Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
@@ -43,6 +44,9 @@ MEMORY_BUDGET_BYTES = 32 << 20
 PARTIAL_PEEK_BYTES = 1 << 20
 
 log = structlog.get_logger("pbot_watch.service")
+
+# How often at most the freed heap is handed back to the system (see ``release_free_memory``).
+RELEASE_SECONDS = 1.0
 
 
 @dataclass
@@ -145,6 +149,7 @@ class Tailer:
                 self._by_session.setdefault(known.session_id, set()).add(known.path)
         self._recent: OrderedDict[Path, None] = OrderedDict()
         self.counters = Counters()
+        self._released = 0.0
 
     # ---- what status shows -----------------------------------------------------------
     @property
@@ -366,3 +371,7 @@ class Tailer:
             evicted = True
         if evicted:
             self.store.forget_cached()
+            now = time.monotonic()
+            if now - self._released >= RELEASE_SECONDS:
+                release_free_memory()
+                self._released = now

@@ -262,6 +262,15 @@ class TestFollowing:
 
 
 class TestLifecycle:
+    @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+    def test_runs_with_the_c_allocator(self, roots: tuple[Path, Path, Expect]) -> None:
+        """``run`` re-executes itself (same pid) with PYTHONMALLOC=malloc so freed memory goes back."""
+        sessions, archive, _ = roots
+        with ServiceProcess([sessions], archive).start() as service:
+            environ = Path(f"/proc/{service.pid}/environ").read_bytes().split(b"\0")
+            assert b"PYTHONMALLOC=malloc" in environ
+            assert service.stop() == 0
+
     def test_second_instance_is_refused(self, roots: tuple[Path, Path, Expect]) -> None:
         """A second ``run`` exits 1 with one line naming the first one's pid; the first runs on."""
         sessions, archive, _ = roots
@@ -365,11 +374,11 @@ class TestLifecycle:
             append(path, b"".join(lines_of(PLAIN)[1:]))  # new exchanges: the record must change
             status = service.wait_status(lambda s: bool(s.errors), "the write error")
             assert "cannot write the record" in status.errors[0].message
-            assert status.pending_files == 1
+            assert (status.retrying_files, status.activity) == (1, "idle")
             archive.unlink()
             aside.rename(archive)
             expect.same(service=service)
-            status = service.wait_status(lambda s: s.pending_files == 0, "the retry")
+            status = service.wait_status(lambda s: s.retrying_files == 0, "the retry")
             assert status.records_written == 3
             assert service.stop() == 0
         with ServiceProcess([sessions], archive).start() as service:
@@ -408,3 +417,29 @@ class TestLifecycle:
                 what="a workspace record",
             )
             assert service.stop() == 0
+
+    def test_corrupt_state_is_one_line(self, roots: tuple[Path, Path, Expect], tmp_path: Path) -> None:
+        """A state database that is not SQLite stops the start with one line saying it is safe to delete."""
+        sessions, archive, _ = roots
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "state.sqlite3").write_bytes(b"this is not a database" * 100)
+        result = subprocess.run(
+            [
+                "pbot-watch",
+                "run",
+                "--sessions",
+                str(sessions),
+                "--archive",
+                str(archive),
+                "--state-dir",
+                str(state),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        assert "deleting state.sqlite3 there is safe" in result.stderr
