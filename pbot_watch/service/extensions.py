@@ -7,6 +7,8 @@ provider (see ``pbot_watch.service.hooks`` for the contracts).
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
 
 from pbot_watch.config import Settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
@@ -16,6 +18,11 @@ def build_extensions(context: ServiceContext) -> Extensions:
     settings: Settings = context.settings
     extensions = Extensions()
 
+    # Search: keep the derived index current as records are written, so a query right after an
+    # append finds it without refreshing first. Opened lazily on the consumer thread (SQLite
+    # connections stay on the thread that made them).
+    extensions.listeners.append(SearchListener(settings.state_dir))
+
     # Summaries: the idle worker, the folders it learns from written records, and its status.
     from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415 - built only for `run`
 
@@ -24,3 +31,18 @@ def build_extensions(context: ServiceContext) -> Extensions:
     extensions.idle_worker = summaries
     extensions.status_providers[SUMMARIES] = summaries.status
     return extensions
+
+
+class SearchListener:
+    """A ``RecordListener`` that re-indexes each written record in the search index."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self._index: Any = None
+
+    def __call__(self, record: Path, session_id: str) -> None:  # noqa: ARG002 - the listener's signature
+        if self._index is None:
+            from pbot_watch.search.index import SearchIndex  # noqa: PLC0415 - only when records are written
+
+            self._index = SearchIndex(SearchIndex.default_path(self.state_dir))
+        self._index.update_record(record)

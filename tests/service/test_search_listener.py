@@ -1,0 +1,43 @@
+"""The running service keeps the derived search index current as it writes records."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import FIXTURES
+from tests.service.watcher import ServiceProcess, append, lines_of, wait_for
+
+PLAIN = FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"
+
+
+def indexed_texts(db: Path) -> str:
+    """Every exchange text the index holds, read straight from SQLite (no CLI refresh)."""
+    if not db.exists():
+        return ""
+    with sqlite3.connect(db) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "node_texts" not in tables:
+            return ""
+        return "\n".join(row[0] or "" for row in conn.execute("SELECT text FROM node_texts"))
+
+
+class TestSearchListener:
+    def test_append_reaches_the_index_without_a_query(self, tmp_path: Path) -> None:
+        """A turn appended while the service runs is in search.db before any search refreshes it."""
+        sessions = tmp_path / "sessions" / "--proj--"
+        sessions.mkdir(parents=True)
+        archive = tmp_path / "archive"
+        path = sessions / "s.jsonl"
+        lines = lines_of(PLAIN)
+        for line in lines[:-2]:
+            append(path, line)
+        with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
+            db = service.state_dir / "search.db"
+            wait_for(lambda: "Second turn" in indexed_texts(db), what="the first turns in the index")
+            last_user = json.loads(lines[-2])["message"]["content"][0]["text"]
+            for line in lines[-2:]:
+                append(path, line)
+            wait_for(lambda: last_user in indexed_texts(db), what="the appended turn in the index")
+            assert service.stop() == 0
