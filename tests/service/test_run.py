@@ -173,9 +173,8 @@ class TestFollowing:
             for line in lines_of(PLAIN):
                 append(path, line)
             assert len(expect.same(service=service)) == 1
-            assert (
-                service.wait_status(lambda s: s.last_reconcile is not None, "a reconcile").files_tracked == 1
-            )
+            status = service.wait_status(lambda s: s.files_tracked == 1, "the linked file tracked")
+            assert status.last_reconcile is not None
             assert service.stop() == 0
 
     @pytest.mark.parametrize("observer", ["inotify", "polling"])
