@@ -67,10 +67,13 @@ class TestFollowing:
             for line in lines[4:-1]:
                 append(path, line)
             expect.same(service=service)
-            parsed = service.wait_status(lambda s: True, "status").bytes_parsed_total
+            size = path.stat().st_size
+            service.wait_status(lambda s: s.bytes_parsed_total - base == size, "status to count those bytes")
             append(path, lines[-1])
             expect.same(service=service)
-            status = service.wait_status(lambda s: s.bytes_parsed_total > parsed, "the last append in status")
+            status = service.wait_status(
+                lambda s: s.bytes_parsed_total - base > size, "the last append in status"
+            )
             # An append parses the new bytes only, not the file.
             assert (status.bytes_parsed_last_append, status.last_append_path) == (len(lines[-1]), str(path))
             assert status.bytes_parsed_total - base == path.stat().st_size
