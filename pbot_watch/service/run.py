@@ -123,6 +123,11 @@ class Server:
         self._status_due = 0.0
         self._status_dirty = True
         self.state: StateStore | None = None
+        self._status_lock = threading.Lock()
+        self._last_status: Status | None = None
+        self._last_write = 0.0
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread = threading.Thread(target=self._heartbeat, name="pbot-heartbeat", daemon=True)
         self.tailer: Tailer | None = None
         self.watcher: Watcher | None = None
         self.idle = IdleClock(self.extensions.idle_worker, self.settings.idle_seconds, self.record_error)
@@ -200,6 +205,7 @@ class Server:
             allocator=os.environ.get("PYTHONMALLOC", "pymalloc"),
         )
         self.write_status()
+        self._heartbeat_thread.start()
         # The start scan: every file whose stat and fingerprints match its cursor is left alone.
         self._snapshot = scan(settings.sessions)
         todo = self.tailer.startup_paths(self._snapshot, self._excluded)
@@ -439,12 +445,45 @@ class Server:
         )
 
     def write_status(self, *, running: bool = True) -> None:
-        try:
-            write_status(self.settings.state_dir, self.build_status(running=running))
-        except OSError as error:
-            log.error("cannot write status", error=str(error))
+        status = self.build_status(running=running)
+        with self._status_lock:
+            self._write(status)
+            self._last_status = status if running else None
         self._status_dirty = False
         self._status_due = time.monotonic() + HEARTBEAT_SECONDS
+
+    def _write(self, status: Status) -> None:
+        try:
+            write_status(self.settings.state_dir, status)
+        except OSError as error:
+            log.error("cannot write status", error=str(error))
+        self._last_write = time.monotonic()
+
+    def _heartbeat(self) -> None:
+        """Keep the heartbeat fresh while the consumer is inside one long read.
+
+        The first read of a very large session (about 7 s per 50 MB) runs without a tick; the
+        status would look stale although the service is working. This thread rewrites the last
+        status the consumer built, with a new heartbeat and uptime, only when the consumer has
+        not written one for a beat; it never builds a status itself (that reads the consumer's
+        state).
+        """
+        while not self._heartbeat_stop.wait(HEARTBEAT_SECONDS / 2):
+            with self._status_lock:
+                last = self._last_status
+                if last is None or time.monotonic() - self._last_write < HEARTBEAT_SECONDS:
+                    continue
+                now = time.time()
+                self._write(
+                    last.model_copy(
+                        update={
+                            "heartbeat": iso(now),
+                            "heartbeat_epoch": now,
+                            "uptime_seconds": round(now - self.started, 1),
+                            "activity": "busy",
+                        }
+                    )
+                )
 
     # ---- shutdown ----------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -455,6 +494,9 @@ class Server:
             log.warning("idle worker did not stop in time; abandoning it", worker=self.idle.worker.name)
         if self.watcher is not None:
             self.watcher.stop(SHUTDOWN_SECONDS)
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread.is_alive():
+            self._heartbeat_thread.join(SHUTDOWN_SECONDS)
         self.write_status(running=False)
         if self.state is not None:
             self.state.close()

@@ -143,3 +143,75 @@ def _state_dir() -> Path:
     folder = default_state_dir()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def big_session(path: Path, megabytes: int) -> None:
+    """A session of question/answer pairs with long answers, written in one go."""
+    text = "lorem ipsum dolor sit amet 会话 " * 120
+    lines = [
+        json.dumps(
+            {
+                "type": "session",
+                "version": 3,
+                "id": "0b0b0b0b-0000-7000-8000-00000000b0b0",
+                "timestamp": "2026-11-29T20:00:00.000Z",
+                "cwd": "/big",
+            }
+        )
+    ]
+    parent = None
+    turn = 0
+    size = 0
+    while size < megabytes * 1_000_000:
+        user, answer = f"u{turn:07d}", f"a{turn:07d}"
+        lines.append(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": user,
+                    "parentId": parent,
+                    "timestamp": "2026-11-29T20:00:01.000Z",
+                    "message": {"role": "user", "content": [{"type": "text", "text": f"q {turn}"}]},
+                }
+            )
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": answer,
+                    "parentId": user,
+                    "timestamp": "2026-11-29T20:00:02.000Z",
+                    "message": {
+                        "role": "assistant",
+                        "stopReason": "stop",
+                        "content": [{"type": "text", "text": f"{turn} {text}"}],
+                    },
+                },
+                ensure_ascii=False,
+            )
+        )
+        size += len(lines[-1]) * 2
+        parent = answer
+        turn += 1
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class TestHeartbeat:
+    @pytest.mark.slow
+    def test_heartbeat_stays_fresh_during_a_long_read(self, tmp_path: Path) -> None:
+        """While one large session is read for the first time, status stays "running", never stale."""
+        sessions = tmp_path / "sessions" / "--big--"
+        sessions.mkdir(parents=True)
+        big_session(sessions / "big.jsonl", 15)
+        with ServiceProcess([sessions.parent], tmp_path / "archive").start(wait=False) as service:
+            service.wait_status(lambda s: s.running, "the first status")
+            states = set()
+            while True:
+                status = read_status(default_state_dir())
+                states.add(assess(default_state_dir(), status)[0])
+                if status is not None and status.records_written == 1:
+                    break
+                time.sleep(0.2)
+            assert states == {"running"}
+            assert service.stop() == 0
