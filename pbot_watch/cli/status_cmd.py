@@ -90,7 +90,8 @@ def _lines(status: Any) -> list[str]:
     lines = [
         f"  pid {status.pid}, version {status.version}, up {hours}h{rest // 60:02d}m since {status.started}",
         f"  heartbeat  {_ago(status.heartbeat)}",
-        f"  activity   {status.activity}, {status.pending_files} files pending",
+        f"  activity   {status.activity}, {status.pending_files} files pending"
+        + (f", {status.retrying_files} failing (retried)" if status.retrying_files else ""),
         f"  observer   {observer}",
         f"  roots      {roots or '-'}",
         f"  archive    {status.archive or 'per workspace (.pi/pbot/history)'}",

@@ -77,7 +77,10 @@ class Status(BaseModel):
     last_append_path: str | None = None
     last_reconcile: str | None = None
     activity: Literal["starting", "busy", "idle", "stopping", "stopped"] = "starting"
-    pending_files: int = 0
+    pending_files: int = Field(0, description="files changed and waiting for their debounce or a batch")
+    retrying_files: int = Field(
+        0, description="files whose last read or record write failed; retried with backoff"
+    )
     idle_worker: dict[str, Any] = Field(default_factory=dict)
     summaries: dict[str, Any] = Field(
         default_factory=dict, description="from the summary engine: pending, failed, model, usage today"
