@@ -25,6 +25,14 @@ from pbot_watch.cli.options import archive_options
 @click.option(
     "--idle-seconds", type=float, default=None, help="No append for this long means idle: summaries run."
 )
+@click.option("--model", default=None, help="litellm model for summaries (e.g. openai/gpt-4o-mini); none: offline.")
+@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server for --model.")
+@click.option(
+    "--env-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="File of KEY=VALUE lines (API keys) loaded at start.",
+)
 @click.option("--max-sessions-in-memory", type=int, default=None, help="Parsed session files kept in memory.")
 @click.option(
     "--state-dir",
@@ -53,9 +61,7 @@ def run_command(**flags: Any) -> None:
 
     try:
         settings = config.load_settings(flags)
-        apply_env_file = getattr(config, "apply_env_file", None)
-        if apply_env_file is not None:
-            apply_env_file(settings)
+        config.apply_env_file(settings)
     except config.SettingsError as error:
         raise CommandError(str(error)) from error
     _configure_logging(settings)
@@ -74,8 +80,6 @@ def run_command(**flags: Any) -> None:
 
 
 def _configure_logging(settings: Any) -> None:
-    try:
-        from pbot_watch.log import configure_logging  # noqa: PLC0415
-    except ImportError:  # logging setup not installed: structlog's defaults
-        return
+    from pbot_watch.log import configure_logging  # noqa: PLC0415
+
     configure_logging(settings)

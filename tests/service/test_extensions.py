@@ -1,4 +1,4 @@
-"""The running service keeps the derived search index current as it writes records."""
+"""The running service wires its extensions: the search index listener and the summary model."""
 
 from __future__ import annotations
 
@@ -40,4 +40,16 @@ class TestSearchListener:
             for line in lines[-2:]:
                 append(path, line)
             wait_for(lambda: last_user in indexed_texts(db), what="the appended turn in the index")
+            assert service.stop() == 0
+
+
+class TestModelFlags:
+    def test_run_takes_the_model_from_its_flags(self, tmp_path: Path) -> None:
+        """`run --model M --api-base URL` summarizes with M, as status shows (no call is made while busy)."""
+        sessions = tmp_path / "sessions"
+        sessions.mkdir()
+        extra = ("--model", "openai/test-model", "--api-base", "http://127.0.0.1:9", "--idle-seconds", "3600")
+        with ServiceProcess([sessions], tmp_path / "archive", *extra).start() as service:
+            status = service.wait_status(lambda s: bool(s.summaries), "the summaries status")
+            assert "openai/test-model" == status.summaries["model"]
             assert service.stop() == 0
