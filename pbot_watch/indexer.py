@@ -61,12 +61,12 @@ class Indexer:
 
     def sync(self, path: Path) -> SyncResult:
         """Bring ``path``'s record up to date with the file; never raises for bad input."""
-        result = self._read_only(path)
+        result = self.read(path)
         if result.changed and result.session_id is not None:
-            return self._save_session(result)
+            return self.save_session(result)
         return result
 
-    def _read_only(self, path: Path) -> SyncResult:
+    def read(self, path: Path) -> SyncResult:
         """Read what is new in ``path`` into its state; ``changed`` says whether exchanges may differ."""
         try:
             fd = os.open(path, os.O_RDONLY)
@@ -135,7 +135,7 @@ class Indexer:
         result.changed = added > 0 or decision == "reread" or cursor is None
         return result
 
-    def _save_session(self, result: SyncResult) -> SyncResult:
+    def save_session(self, result: SyncResult) -> SyncResult:
         session_id = result.session_id
         assert session_id is not None
         siblings = sorted(p for p, t in self.files.items() if t.session_id == session_id)
@@ -232,7 +232,7 @@ def index_all(
         for session_id, files in sorted(by_session.items()):
             readable: list[Path] = []
             for path in files:
-                result = indexer._read_only(path)  # noqa: SLF001 - same pipeline, save batched per session
+                result = indexer.read(path)
                 report.bytes_read += result.bytes_read
                 report.malformed += result.malformed
                 report.warnings.extend(result.warnings)
@@ -245,7 +245,7 @@ def index_all(
                 report.skipped += 1
                 continue
             tracked = indexer.files[readable[0]]
-            saved = indexer._save_session(  # noqa: SLF001
+            saved = indexer.save_session(
                 SyncResult(readable[0], "idle", session_id, tracked.workspace)
             )
             report.warnings.extend(saved.warnings)

@@ -159,6 +159,10 @@ class ArchiveStore:
                 found.setdefault(session_id, path)
         return found
 
+    def folders(self) -> list[Path]:
+        """Every record folder this store has resolved so far (the summary queue walks them)."""
+        return sorted(self._folders)
+
     def find(self, folder: Path, session_id: str) -> Path | None:
         return self._folder(folder).by_session.get(session_id)
 

@@ -111,8 +111,7 @@ def _record_folders(store: ArchiveStore, central: Path | None) -> list[Path]:
     """The folders the indexing pass looked at: the central archive, or each workspace's."""
     if central is not None:
         return [central]
-    # ArchiveStore keeps every folder it resolved; it has no public accessor (yet).
-    return sorted(Path(p) for p in store._folders)  # noqa: SLF001
+    return store.folders()
 
 
 def _run(worker: SummaryWorker, cancel: threading.Event, limit: int | None) -> RunReport:

@@ -218,7 +218,7 @@ class Tailer:
             siblings = self._load_siblings(session_id, report)
             self.store.last_error = None
             try:
-                saved = self.indexer._save_session(result)  # noqa: SLF001 - same pipeline as index_all
+                saved = self.indexer.save_session(result)
                 error = self.store.last_error
             except OSError as raised:
                 error = raised
@@ -260,7 +260,7 @@ class Tailer:
 
     def _read(self, path: Path, report: BatchReport) -> SyncResult | None:
         try:
-            result = self.indexer._read_only(path)  # noqa: SLF001 - saving is batched per session below
+            result = self.indexer.read(path)
         except OSError as error:
             report.failed[path] = f"cannot read {path}: {error}"
             self.indexer.forget(path)
