@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pbot_watch.archive.files import HISTORY_SUBDIR, read_record
 from pbot_watch.history.jstext import locale_key
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
@@ -39,7 +40,6 @@ SCHEMA_VERSION = 1
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
-HISTORY_SUBDIR = Path(".pi") / "pbot" / "history"
 BUSY_TIMEOUT_MS = 10_000
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -189,20 +189,6 @@ def _stat(path: Path) -> os.stat_result | None:
     except OSError:
         return None
 
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    if (
-        isinstance(value, dict)
-        and isinstance(value.get("id"), str)
-        and isinstance(value.get("sessionId"), str)
-        and isinstance(value.get("nodes"), list)
-    ):
-        return value
-    return None
 
 
 class SearchIndex:
@@ -412,7 +398,7 @@ class SearchIndex:
             return False
         if row is not None and tuple(row[1:]) == (st.st_ino, st.st_size, st.st_mtime_ns):
             return False
-        record = _read_json(path)
+        record = read_record(path)
         if record is None:
             # Torn or foreign: keep what we had (a later write will bring the new content).
             self._unreadable.append(f"{path}: not a readable history record; skipped")
