@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from pbot_watch.cli.answer import emit, query_errors
 from pbot_watch.cli.options import archive_options
-from pbot_watch.config import Settings, SettingsError
-from pbot_watch.search.errors import QueryError, UnknownHandle
+from pbot_watch.config import Settings
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import MatchMode, MemorySearchResult, RecallPage
 
@@ -24,10 +23,8 @@ def _open(sessions: tuple[Path, ...], archive: Path | None) -> tuple[Settings, S
     from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.memory_index import refresh_memory  # noqa: PLC0415
 
-    try:
+    with query_errors():
         settings = resolve_settings(sessions, archive)
-    except SettingsError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
     index = open_index(settings)
     try:
         refresh_memory(index, settings.sessions)
@@ -69,20 +66,14 @@ def memory_search_command(
     from pbot_watch.search.memory_index import search_memory  # noqa: PLC0415
 
     _settings, index = _open(sessions, archive)
-    try:
-        result = search_memory(
-            index, query=query, match=match, in_=in_, session_id=session_id, leaf=leaf, after=after, limit=limit
-        )
-    except UnknownHandle as error:
-        raise CommandError(str(error), EXIT_NOT_FOUND) from error
-    except QueryError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
-    finally:
-        index.close()
-    if as_json:
-        click.echo(result.model_dump_json(by_alias=True, indent=2))
-        return
-    render_search(result)
+    with query_errors():
+        try:
+            result = search_memory(
+                index, query=query, match=match, in_=in_, session_id=session_id, leaf=leaf, after=after, limit=limit
+            )
+        finally:
+            index.close()
+    emit(result, as_json, render_search)
 
 
 @main.command("recall")
@@ -95,18 +86,12 @@ def recall_command(handle: str, from_line: int, as_json: bool, sessions: tuple[P
     from pbot_watch.search.memory_index import recall  # noqa: PLC0415
 
     _settings, index = _open(sessions, archive)
-    try:
-        page = recall(index, handle, from_line)
-    except UnknownHandle as error:
-        raise CommandError(str(error), EXIT_NOT_FOUND) from error
-    except QueryError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
-    finally:
-        index.close()
-    if as_json:
-        click.echo(page.model_dump_json(by_alias=True, indent=2))
-        return
-    render_recall(page)
+    with query_errors():
+        try:
+            page = recall(index, handle, from_line)
+        finally:
+            index.close()
+    emit(page, as_json, render_recall)
 
 
 def render_search(result: MemorySearchResult) -> None:

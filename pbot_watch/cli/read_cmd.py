@@ -7,10 +7,8 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from pbot_watch.cli.answer import emit, query_errors
 from pbot_watch.cli.options import archive_options
-from pbot_watch.config import SettingsError
-from pbot_watch.search.errors import QueryError, UnknownNode
 from pbot_watch.search.models import NodeBrief, NodePage
 
 
@@ -34,23 +32,14 @@ def read_command(
     from pbot_watch.search.context import prepare, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
-    try:
+    with query_errors():
         context = prepare(resolve_settings(sessions, archive))
-    except SettingsError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
-    try:
-        page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
-    except UnknownNode as error:
-        raise CommandError(str(error), EXIT_NOT_FOUND) from error
-    except QueryError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
-    finally:
-        context.close()
+        try:
+            page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
+        finally:
+            context.close()
     page.warnings = context.warnings
-    if as_json:
-        click.echo(page.model_dump_json(by_alias=True, indent=2))
-        return
-    render(page)
+    emit(page, as_json, render)
 
 
 def _line(brief: NodeBrief) -> str:

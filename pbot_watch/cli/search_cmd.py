@@ -7,10 +7,8 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import EXIT_USAGE, CommandError
+from pbot_watch.cli.answer import emit, query_errors
 from pbot_watch.cli.options import archive_options
-from pbot_watch.config import SettingsError
-from pbot_watch.search.errors import QueryError
 from pbot_watch.search.models import MatchMode, SearchResult
 
 
@@ -48,32 +46,25 @@ def search_command(
     from pbot_watch.search.context import prepare, resolve_settings  # noqa: PLC0415 - keep --help fast
     from pbot_watch.search.queries import search_history  # noqa: PLC0415
 
-    try:
+    with query_errors():
         context = prepare(resolve_settings(sessions, archive))
-    except SettingsError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
-    try:
-        result = search_history(
-            context.index,
-            query=query,
-            match=match,
-            session_id=session_id,
-            workspace=workspace,
-            from_=from_,
-            to=to,
-            offset=offset,
-            limit=limit,
-            folders=context.folder_paths,
-        )
-    except QueryError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
-    finally:
-        context.close()
+        try:
+            result = search_history(
+                context.index,
+                query=query,
+                match=match,
+                session_id=session_id,
+                workspace=workspace,
+                from_=from_,
+                to=to,
+                offset=offset,
+                limit=limit,
+                folders=context.folder_paths,
+            )
+        finally:
+            context.close()
     result.warnings = context.warnings
-    if as_json:
-        click.echo(result.model_dump_json(by_alias=True, indent=2))
-        return
-    render(result)
+    emit(result, as_json, render)
 
 
 def render(result: SearchResult) -> None:
