@@ -6,7 +6,6 @@ Regenerate with ``python -m tests.core.test_schema`` from the repository root.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from pbot_watch.history.record import HistoryRecord, record_json_schema
 from tests.conftest import FIXTURES, REPO
