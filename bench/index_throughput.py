@@ -40,11 +40,56 @@ from typing import Any
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import index_all
 
-WORDS = (
-    "the function returns a list of records parsed from the session file and keeps the cursor in "
-    "sync with the offset so that appends are cheap while rewrites trigger a full read again "
-    "配置 文件 读取 错误 修复 测试 通过 branch merge commit review summary exchange node tree"
-).split()
+WORDS = [
+    "the",
+    "function",
+    "returns",
+    "a",
+    "list",
+    "of",
+    "records",
+    "parsed",
+    "from",
+    "the",
+    "session",
+    "file",
+    "and",
+    "keeps",
+    "the",
+    "cursor",
+    "in",
+    "sync",
+    "with",
+    "the",
+    "offset",
+    "so",
+    "that",
+    "appends",
+    "are",
+    "cheap",
+    "while",
+    "rewrites",
+    "trigger",
+    "a",
+    "full",
+    "read",
+    "again",
+    "配置",
+    "文件",
+    "读取",
+    "错误",
+    "修复",
+    "测试",
+    "通过",
+    "branch",
+    "merge",
+    "commit",
+    "review",
+    "summary",
+    "exchange",
+    "node",
+    "tree",
+]
 
 
 def words(rng: random.Random, count: int) -> str:
@@ -97,16 +142,40 @@ class Corpus:
     def assistant(self, text: str, stop: str = "stop", tool: bool = False, thinking: bool = False) -> str:
         content: list[dict[str, Any]] = []
         if thinking:
-            content.append({"type": "thinking", "thinking": words(self.rng, self.rng.randint(40, 400)),
-                            "thinkingSignature": "reasoning_content"})
+            content.append(
+                {
+                    "type": "thinking",
+                    "thinking": words(self.rng, self.rng.randint(40, 400)),
+                    "thinkingSignature": "reasoning_content",
+                }
+            )
         content.append({"type": "text", "text": text})
         if tool:
-            content.append({"type": "toolCall", "id": f"call_{len(self.ids)}", "name": "bash",
-                            "arguments": {"command": "rg -n pattern src/ | head -200"}})
-        usage = {"input": 1200, "output": 300, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1500,
-                 "cost": {"input": 0.0012, "output": 0.0006, "cacheRead": 0, "cacheWrite": 0, "total": 0.0018}}
-        message = {"role": "assistant", "content": content, "api": "openai-completions", "provider": "fakeai",
-                   "model": "fake-model-1", "usage": usage, "stopReason": "toolUse" if tool else stop}
+            content.append(
+                {
+                    "type": "toolCall",
+                    "id": f"call_{len(self.ids)}",
+                    "name": "bash",
+                    "arguments": {"command": "rg -n pattern src/ | head -200"},
+                }
+            )
+        usage = {
+            "input": 1200,
+            "output": 300,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 1500,
+            "cost": {"input": 0.0012, "output": 0.0006, "cacheRead": 0, "cacheWrite": 0, "total": 0.0018},
+        }
+        message = {
+            "role": "assistant",
+            "content": content,
+            "api": "openai-completions",
+            "provider": "fakeai",
+            "model": "fake-model-1",
+            "usage": usage,
+            "stopReason": "toolUse" if tool else stop,
+        }
         if stop == "aborted":
             message["errorMessage"] = "Request was aborted"
         answer = self.message(message)
@@ -118,9 +187,16 @@ class Corpus:
         # Pi truncates bash output to 2000 lines / 50 KB: long lines of plausible output.
         lines = self.rng.randint(5, 900)
         output = "\n".join(f"src/module_{i % 97}.py:{i}: {words(self.rng, 6)}" for i in range(lines))
-        return self.message({"role": "toolResult", "toolCallId": f"call_{len(self.ids)}", "toolName": "bash",
-                             "content": [{"type": "text", "text": output}], "isError": False,
-                             "details": {"truncation": None}})
+        return self.message(
+            {
+                "role": "toolResult",
+                "toolCallId": f"call_{len(self.ids)}",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": output}],
+                "isError": False,
+                "details": {"truncation": None},
+            }
+        )
 
     def system(self) -> str:
         sections = {name: words(self.rng, 250) for name in ("preamble", "tools", "rules", "docs")}
@@ -143,7 +219,9 @@ class Corpus:
         path.write_text("\n".join(self.lines) + "\n", encoding="utf-8")
 
 
-def generate(out: Path, sessions: int, size_mb: float, workspaces: int, seed: int = 7) -> tuple[Path, list[Path]]:
+def generate(
+    out: Path, sessions: int, size_mb: float, workspaces: int, seed: int = 7
+) -> tuple[Path, list[Path]]:
     """Write the corpus under ``out``; returns the sessions root and the workspace folders."""
     rng = random.Random(seed)
     root = out / "sessions"
@@ -171,8 +249,12 @@ def generate(out: Path, sessions: int, size_mb: float, workspaces: int, seed: in
             elif roll < 0.09:
                 corpus.entry("label", targetId=corpus.ids[-1], label="checkpoint")
             elif roll < 0.11:
-                corpus.entry("compaction", summary=words(rng, 300), firstKeptEntryId=corpus.ids[-3],
-                             tokensBefore=rng.randint(50_000, 150_000))
+                corpus.entry(
+                    "compaction",
+                    summary=words(rng, 300),
+                    firstKeptEntryId=corpus.ids[-3],
+                    tokensBefore=rng.randint(50_000, 150_000),
+                )
             if corpus.size >= target:
                 break
         folder = root / ("--" + str(cwd).strip("/").replace("/", "-") + "--")
@@ -217,7 +299,9 @@ def cli_index(root: Path, spaces: list[Path]) -> tuple[float, str]:
     exe = shutil.which("pbot-watch") or ""
     command = [exe] if exe else [sys.executable, "-c", "from pbot_watch.cli import main; main()"]
     start = time.perf_counter()
-    result = subprocess.run([*command, "index", "--sessions", str(root)], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [*command, "index", "--sessions", str(root)], capture_output=True, text=True, check=False
+    )
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"pbot-watch index failed: {result.stderr}")
@@ -252,18 +336,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t_index = statistics.median(r[0] for r in fresh)
         t_again = statistics.median(r[0] for r in again)
         figures: dict[str, Any] = {
-            "corpus": {"sessions": len(paths), "MB": round(mb, 2), "workspaces": len(spaces),
-                       "lines": sum(1 for p in paths for _ in p.open("rb")), "generated in s": round(generated, 2)},
+            "corpus": {
+                "sessions": len(paths),
+                "MB": round(mb, 2),
+                "workspaces": len(spaces),
+                "lines": sum(1 for p in paths for _ in p.open("rb")),
+                "generated in s": round(generated, 2),
+            },
             "baseline (read + json.loads)": {"s": round(t_base, 3), "MB/s": round(mb / t_base, 1)},
-            "index_all, empty archive": {"s": round(t_index, 3), "MB/s": round(mb / t_index, 1),
-                                         "ratio to baseline": ratio(fresh, 0), "CPU ratio": ratio(fresh, 1),
-                                         "written": report.written, "malformed": report.malformed},
-            "index_all, nothing changed": {"s": round(t_again, 3), "MB/s": round(mb / t_again, 1),
-                                           "ratio to baseline": ratio(again, 0), "CPU ratio": ratio(again, 1),
-                                           "unchanged": again[-1][2].unchanged},
-            "pbot-watch index (CLI, empty archive)": {"s": round(cli[0], 3), "MB/s": round(mb / cli[0], 1),
-                                                      "ratio to baseline": round(cli[0] / t_base, 2),
-                                                      "summary": cli[1]},
+            "index_all, empty archive": {
+                "s": round(t_index, 3),
+                "MB/s": round(mb / t_index, 1),
+                "ratio to baseline": ratio(fresh, 0),
+                "CPU ratio": ratio(fresh, 1),
+                "written": report.written,
+                "malformed": report.malformed,
+            },
+            "index_all, nothing changed": {
+                "s": round(t_again, 3),
+                "MB/s": round(mb / t_again, 1),
+                "ratio to baseline": ratio(again, 0),
+                "CPU ratio": ratio(again, 1),
+                "unchanged": again[-1][2].unchanged,
+            },
+            "pbot-watch index (CLI, empty archive)": {
+                "s": round(cli[0], 3),
+                "MB/s": round(mb / cli[0], 1),
+                "ratio to baseline": round(cli[0] / t_base, 2),
+                "summary": cli[1],
+            },
             "target": "index_all ratio to baseline <= 2.0 (wall clock; CPU ratio is less sensitive to other load)",
         }
         if args.profile:
@@ -282,7 +383,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=200, help="number of session files (default 200)")
     parser.add_argument("--size-mb", type=float, default=50.0, help="total corpus size in MB (default 50)")
     parser.add_argument("--workspaces", type=int, default=8, help="number of workspaces (default 8)")

@@ -47,8 +47,26 @@ HITS = 20
 """Exchanges read per question: enough to fill 10 turns even when hits overlap."""
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
-_MONTHS = {m: i for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"], 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        1,
+    )
+}
 
 
 def session_start(text: str) -> datetime:
@@ -87,10 +105,25 @@ def write_sessions(data: list[dict[str, Any]], root: Path) -> dict[str, list[str
             start = session_start(conv.get(f"session_{n}_date_time", ""))
             session_id = str(uuid.uuid5(NAMESPACE, f"{sample}/{n}"))
             user = turns[0]["speaker"]
-            lines = [{"type": "session", "version": 3, "id": session_id, "timestamp": stamp(start), "cwd": f"/locomo/{sample}"}]
+            lines = [
+                {
+                    "type": "session",
+                    "version": 3,
+                    "id": session_id,
+                    "timestamp": stamp(start),
+                    "cwd": f"/locomo/{sample}",
+                }
+            ]
             parent = f"{sample}-{n}-info"
-            lines.append({"type": "session_info", "id": parent, "parentId": None, "timestamp": stamp(start),
-                          "name": f"{sample} session {n} ({conv.get(f'session_{n}_date_time', '')})"})
+            lines.append(
+                {
+                    "type": "session_info",
+                    "id": parent,
+                    "parentId": None,
+                    "timestamp": stamp(start),
+                    "name": f"{sample} session {n} ({conv.get(f'session_{n}_date_time', '')})",
+                }
+            )
             # Consecutive turns of one speaker are one message: no turn falls outside an exchange.
             groups: list[list[dict[str, Any]]] = []
             for turn in turns:
@@ -106,12 +139,26 @@ def write_sessions(data: list[dict[str, Any]], root: Path) -> dict[str, list[str
                 if group[0]["speaker"] == user:
                     message: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": text}]}
                 else:
-                    message = {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"}
-                lines.append({"type": "message", "id": entry_id, "parentId": parent, "timestamp": when, "message": message})
+                    message = {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": text}],
+                        "stopReason": "stop",
+                    }
+                lines.append(
+                    {
+                        "type": "message",
+                        "id": entry_id,
+                        "parentId": parent,
+                        "timestamp": when,
+                        "message": message,
+                    }
+                )
                 parent = entry_id
             path = root / sample / f"{n:03d}_{session_id}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+            path.write_text(
+                "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8"
+            )
     return entries
 
 
@@ -125,7 +172,9 @@ def turns_texts(data: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def ranked_turns(hits: list[Any], entries: dict[str, list[str]], texts: dict[str, str], sample: str, query: str) -> list[str]:
+def ranked_turns(
+    hits: list[Any], entries: dict[str, list[str]], texts: dict[str, str], sample: str, query: str
+) -> list[str]:
     """Turns in rank order: hit by hit, the turns sharing more query words first."""
     wanted = set(query_terms(query))
     out: list[str] = []
@@ -149,8 +198,12 @@ class Hit:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (a list of conversations)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (a list of conversations)"
+    )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--baseline", action="store_true", help="also score a plain BM25 over single turns")
     args = parser.parse_args()
@@ -162,8 +215,13 @@ def main() -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(work / "config")}
     pbot = Path(sys.executable).with_name("pbot-watch")
     command = [str(pbot)] if pbot.exists() else [sys.executable, "-m", "pbot_watch"]
-    done = subprocess.run([*command, "index", "--sessions", str(sessions), "--archive", str(archive)],
-                          capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        [*command, "index", "--sessions", str(sessions), "--archive", str(archive)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if done.returncode != 0:
         sys.exit(f"pbot-watch index failed: {done.stderr.strip()}")
     print(f"indexed: {done.stdout.strip()}")
@@ -199,7 +257,9 @@ def main() -> None:
     print(f"{'category':12} {'questions':>9} {'recall@5':>9} {'recall@10':>10}")
     for label in [*CATEGORIES.values(), "all"]:
         if totals[f"{label}@5"]:
-            print(f"{label:12} {len(totals[f'{label}@5']):9d} {mean(f'{label}@5'):9.3f} {mean(f'{label}@10'):10.3f}")
+            print(
+                f"{label:12} {len(totals[f'{label}@5']):9d} {mean(f'{label}@5'):9.3f} {mean(f'{label}@10'):10.3f}"
+            )
     print(f"recall@5 {mean('all@5'):.3f} recall@10 {mean('all@10'):.3f}")
 
 
@@ -215,15 +275,24 @@ def plain_bm25(data: list[dict[str, Any]], texts: dict[str, str]) -> dict[int, f
     for conversation in data:
         sample = conversation["sample_id"]
         for qa in conversation["qa"]:
-            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str) and f"{sample}/{e.strip()}" in texts}
+            evidence = {
+                e.strip()
+                for e in qa.get("evidence", [])
+                if isinstance(e, str) and f"{sample}/{e.strip()}" in texts
+            }
             words = re.findall(r"\w+", str(qa["question"]).lower())
             if not evidence or not words:
                 continue
             query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-            ranked = [d for (d,) in conn.execute(
-                "SELECT dia FROM turns WHERE turns MATCH ? AND sample = ? ORDER BY bm25(turns) LIMIT 10", (query, sample))]
-            for k in scores:
-                scores[k].append(len(evidence & set(ranked[:k])) / len(evidence))
+            ranked = [
+                d
+                for (d,) in conn.execute(
+                    "SELECT dia FROM turns WHERE turns MATCH ? AND sample = ? ORDER BY bm25(turns) LIMIT 10",
+                    (query, sample),
+                )
+            ]
+            for k, found in scores.items():
+                found.append(len(evidence & set(ranked[:k])) / len(evidence))
     return {k: sum(v) / len(v) for k, v in scores.items() if v}
 
 

@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pbot_watch.history.jstext import dumps, locale_key  # noqa: E402
-from pbot_watch.history.nodes import SessionHistory, index_history  # noqa: E402
-from pbot_watch.search.index import RecordFolder, SearchIndex  # noqa: E402
-from pbot_watch.search.queries import search_history  # noqa: E402
+from pbot_watch.history.jstext import dumps, locale_key
+from pbot_watch.history.nodes import SessionHistory, index_history
+from pbot_watch.search.index import RecordFolder, SearchIndex
+from pbot_watch.search.queries import search_history
 
 EXCHANGES_PER_SESSION = 100
 COMMON_EN = "error"
@@ -40,16 +40,117 @@ RARE_EN = "zanthoxylum"
 COMMON_ZH = "数据"
 RARE_ZH = "鲸鱼"
 
-EN_WORDS = (
-    "the a to of and in is it for that on with this be you are as not at can we use file test run "
-    "build fix code function error value config server client request response data table index query "
-    "cache update change branch commit merge deploy release version module package import export type "
-    "class method field string number list map set user session token model prompt summary history"
-).split()
-ZH_WORDS = (
-    "数据 文件 测试 问题 函数 配置 服务 用户 会话 模型 摘要 历史 错误 修复 代码 分支 提交 版本 模块 "
-    "接口 请求 响应 缓存 索引 查询 部署 发布 性能 内存 日志 权限 目录 路径 脚本 命令 参数 结果 原因"
-).split()
+EN_WORDS = [
+    "the",
+    "a",
+    "to",
+    "of",
+    "and",
+    "in",
+    "is",
+    "it",
+    "for",
+    "that",
+    "on",
+    "with",
+    "this",
+    "be",
+    "you",
+    "are",
+    "as",
+    "not",
+    "at",
+    "can",
+    "we",
+    "use",
+    "file",
+    "test",
+    "run",
+    "build",
+    "fix",
+    "code",
+    "function",
+    "error",
+    "value",
+    "config",
+    "server",
+    "client",
+    "request",
+    "response",
+    "data",
+    "table",
+    "index",
+    "query",
+    "cache",
+    "update",
+    "change",
+    "branch",
+    "commit",
+    "merge",
+    "deploy",
+    "release",
+    "version",
+    "module",
+    "package",
+    "import",
+    "export",
+    "type",
+    "class",
+    "method",
+    "field",
+    "string",
+    "number",
+    "list",
+    "map",
+    "set",
+    "user",
+    "session",
+    "token",
+    "model",
+    "prompt",
+    "summary",
+    "history",
+]
+ZH_WORDS = [
+    "数据",
+    "文件",
+    "测试",
+    "问题",
+    "函数",
+    "配置",
+    "服务",
+    "用户",
+    "会话",
+    "模型",
+    "摘要",
+    "历史",
+    "错误",
+    "修复",
+    "代码",
+    "分支",
+    "提交",
+    "版本",
+    "模块",
+    "接口",
+    "请求",
+    "响应",
+    "缓存",
+    "索引",
+    "查询",
+    "部署",
+    "发布",
+    "性能",
+    "内存",
+    "日志",
+    "权限",
+    "目录",
+    "路径",
+    "脚本",
+    "命令",
+    "参数",
+    "结果",
+    "原因",
+]
 
 
 def zipf_pick(rng: random.Random, words: list[str]) -> str:
@@ -139,12 +240,16 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--exchanges", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=21, help="timed runs per query on the index")
     parser.add_argument("--scan-repeat", type=int, default=3, help="timed runs per query of the plain scan")
     parser.add_argument("--keep", type=Path, help="build in this folder and keep it")
-    parser.add_argument("--reuse", action="store_true", help="with --keep: reuse the archive and index built before")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --keep: reuse the archive and index built before"
+    )
     args = parser.parse_args()
 
     base = args.keep or Path(tempfile.mkdtemp(prefix="pbot-bench-"))
@@ -156,8 +261,10 @@ def main() -> None:
     else:
         started = time.perf_counter()
         nodes = generate(archive, args.exchanges)
-        print(f"archive: {args.exchanges} exchanges, {nodes} nodes in {len(list(archive.glob('*.json')))} records "
-              f"({sum(p.stat().st_size for p in archive.glob('*.json')) / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s")
+        print(
+            f"archive: {args.exchanges} exchanges, {nodes} nodes in {len(list(archive.glob('*.json')))} records "
+            f"({sum(p.stat().st_size for p in archive.glob('*.json')) / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s"
+        )
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
         index = SearchIndex(db)
@@ -179,11 +286,14 @@ def main() -> None:
         ("terms", "zh common", COMMON_ZH),
         ("terms", "zh rare", RARE_ZH),
     ]
-    print(f"\n{'mode':8} {'query':12} {'hits':>7} {'index p50':>10} {'p95':>8} {'+refresh p50':>13} {'p95':>8}"
-          f" {'scan p50':>9} {'speed-up':>9}")
+    print(
+        f"\n{'mode':8} {'query':12} {'hits':>7} {'index p50':>10} {'p95':>8} {'+refresh p50':>13} {'p95':>8}"
+        f" {'scan p50':>9} {'speed-up':>9}"
+    )
     index_p50: list[float] = []
     ratios: list[float] = []
     for mode, label, query in queries:
+
         def run(query: str = query, mode: Any = mode) -> Any:
             return search_history(index, query, match=mode)
 
@@ -205,11 +315,15 @@ def main() -> None:
             scan_cell = f"{statistics.median(scans):8.0f}ms"
             ratio_cell = f"{ratio:8.0f}x"
         index_p50.append(statistics.median(plain))
-        print(f"{mode:8} {label:12} {result.total:7d} {statistics.median(plain):8.1f}ms {pct(plain, 0.95):6.1f}ms"
-              f" {statistics.median(refreshed):11.1f}ms {pct(refreshed, 0.95):6.1f}ms {scan_cell:>9} {ratio_cell:>9}")
+        print(
+            f"{mode:8} {label:12} {result.total:7d} {statistics.median(plain):8.1f}ms {pct(plain, 0.95):6.1f}ms"
+            f" {statistics.median(refreshed):11.1f}ms {pct(refreshed, 0.95):6.1f}ms {scan_cell:>9} {ratio_cell:>9}"
+        )
     index.close()
-    print(f"\nall queries: index p50 of medians {statistics.median(index_p50):.1f} ms, worst median {max(index_p50):.1f} ms; "
-          f"literal speed-up over the scan (with refresh): min {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x")
+    print(
+        f"\nall queries: index p50 of medians {statistics.median(index_p50):.1f} ms, worst median {max(index_p50):.1f} ms; "
+        f"literal speed-up over the scan (with refresh): min {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x"
+    )
 
 
 if __name__ == "__main__":

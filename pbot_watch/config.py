@@ -67,10 +67,18 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    sessions: list[Path] = Field(default_factory=default_session_roots, description="Pi session roots to watch")
-    archive: Path | None = Field(None, description="central archive folder; default: each workspace's .pi/pbot/history")
-    include: list[str] = Field(default_factory=list, description="only workspaces matching one of these globs")
-    exclude: list[str] = Field(default_factory=list, description="skip workspaces matching any of these globs")
+    sessions: list[Path] = Field(
+        default_factory=default_session_roots, description="Pi session roots to watch"
+    )
+    archive: Path | None = Field(
+        None, description="central archive folder; default: each workspace's .pi/pbot/history"
+    )
+    include: list[str] = Field(
+        default_factory=list, description="only workspaces matching one of these globs"
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="skip workspaces matching any of these globs"
+    )
     state_dir: Path = Field(default_factory=default_state_dir, description="service state, status and index")
 
     debounce_seconds: float = Field(0.15, ge=0, le=60, description="quiet time per file before it is re-read")
@@ -80,20 +88,28 @@ class Settings(BaseModel):
     max_sessions_in_memory: int = Field(64, ge=1, description="parsed sessions kept in memory")
 
     idle_seconds: float = Field(30, ge=0, description="no append for this long means the person is idle")
-    model: str | None = Field(None, description="litellm model for summaries, e.g. openai/gpt-4o-mini; none: offline")
+    model: str | None = Field(
+        None, description="litellm model for summaries, e.g. openai/gpt-4o-mini; none: offline"
+    )
     api_base: str | None = Field(None, description="OpenAI-compatible base URL for the model")
     env_file: Path | None = Field(
-        None, description="KEY=VALUE file (API keys) for the service; default: $XDG_CONFIG_HOME/pbot-watch/env if present",
+        None,
+        description="KEY=VALUE file (API keys) for the service; default: $XDG_CONFIG_HOME/pbot-watch/env if present",
     )
     request_timeout: float = Field(60, gt=0, description="seconds for one model call")
     max_calls_per_day: int = Field(500, ge=0, description="model calls per day; 0 disables the model")
     max_tokens_per_day: int = Field(2_000_000, ge=0, description="input+output tokens per day")
     max_calls_per_idle: int = Field(50, ge=0, description="model calls per idle period")
-    context_tokens: int | None = Field(None, gt=0, description="model context window; default: litellm's, else 8192")
-    summary_retry_seconds: float = Field(60, gt=0, description="first wait before retrying a failed summary (doubles)")
+    context_tokens: int | None = Field(
+        None, gt=0, description="model context window; default: litellm's, else 8192"
+    )
+    summary_retry_seconds: float = Field(
+        60, gt=0, description="first wait before retrying a failed summary (doubles)"
+    )
 
     log_format: Literal["auto", "json", "console"] = Field(
-        "auto", description="json: JSON lines; console: readable lines; auto: console on a terminal, else json"
+        "auto",
+        description="json: JSON lines; console: readable lines; auto: console on a terminal, else json",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="lowest level logged")
 
@@ -204,7 +220,7 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def _from_flags(flags: dict[str, Any] | None) -> dict[str, Any]:
-    given = {k: v for k, v in (flags or {}).items() if v is not None and v != () and v != []}
+    given = {k: v for k, v in (flags or {}).items() if v is not None and v not in ((), [])}
     return {k: _anchor(k, list(v) if isinstance(v, tuple) else v, Path.cwd()) for k, v in given.items()}
 
 
@@ -341,7 +357,7 @@ def read_env_file(path: Path) -> dict[str, str]:
         if not sep or not key.replace("_", "a").isalnum() or key[0].isdigit():
             raise SettingsError(f"{path}:{number}: expected KEY=VALUE, got {raw_line!r}")
         value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":  # noqa: PLR2004 - a quoted pair
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":  # a quoted pair
             value = value[1:-1]
         values[key] = value
     return values

@@ -142,7 +142,9 @@ class Indexer:
         histories = [h for p in siblings if (h := self.files[p].state.history()) is not None]
         for p in siblings:
             if self.files[p].state.tree.cycles:
-                result.warnings.append(f"{p}: parentId cycle cut at {sorted(self.files[p].state.tree.cycles)}")
+                result.warnings.append(
+                    f"{p}: parentId cycle cut at {sorted(self.files[p].state.tree.cycles)}"
+                )
         if not histories:
             result.outcome = "empty"
             return result
@@ -245,9 +247,7 @@ def index_all(
                 report.skipped += 1
                 continue
             tracked = indexer.files[readable[0]]
-            saved = indexer.save_session(
-                SyncResult(readable[0], "idle", session_id, tracked.workspace)
-            )
+            saved = indexer.save_session(SyncResult(readable[0], "idle", session_id, tracked.workspace))
             report.warnings.extend(saved.warnings)
             if saved.outcome == "written":
                 report.written += 1
@@ -261,20 +261,20 @@ def index_all(
                 report.empty += 1
             for path in files:
                 indexer.forget(path)
-    for path, error in sorted(failures.items()):
+    for path, failure in sorted(failures.items()):
         if path in written:
             report.written -= 1
             report.skipped += 1
-            report.warnings.append(f"cannot write the record of session {written[path]}: {error}")
+            report.warnings.append(f"cannot write the record of session {written[path]}: {failure}")
         else:
-            report.warnings.append(f"cannot sync {path}: {error}")
+            report.warnings.append(f"cannot sync {path}: {failure}")
     return report
 
 
 HEADER_CHUNK = 1 << 16
 
 
-def read_session_id(path: Path) -> str | None | Literal[False]:
+def read_session_id(path: Path) -> str | Literal[False] | None:
     """The session id in ``path``'s header; ``False`` when it is not a session, ``None`` if unknown yet.
 
     Reads only as far as the header (Pi's rule: the first parsed line must be the session).

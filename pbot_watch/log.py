@@ -1,4 +1,4 @@
-"""Logging: structlog, configured once per entry point.
+r"""Logging: structlog, configured once per entry point.
 
 Under a service manager (journald, launchd's log file) stdout is not a terminal and every event
 is one JSON line with an ISO-8601 UTC timestamp and, for exceptions, a structured traceback
@@ -14,6 +14,7 @@ records go through the same renderer to the same stream, so one stream holds one
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -48,13 +49,12 @@ def _renderer(kind: Literal["json", "console"], stream: TextIO) -> Processor:
         # structlog supplies ``default=`` itself (repr of odd values); we only keep CJK readable.
         return structlog.processors.JSONRenderer(serializer=json.dumps, ensure_ascii=False)
     colors = False
-    try:
+    with contextlib.suppress(AttributeError, ValueError):
         colors = stream.isatty()
-    except (AttributeError, ValueError):
-        pass
     # No locals on screen either: they can hold API keys.
     return structlog.dev.ConsoleRenderer(
-        colors=colors, exception_formatter=structlog.dev.RichTracebackFormatter(
+        colors=colors,
+        exception_formatter=structlog.dev.RichTracebackFormatter(
             show_locals=False, color_system="truecolor" if colors else None
         ),
     )

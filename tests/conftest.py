@@ -46,7 +46,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     for var in list(os.environ):
         if var.startswith("PBOT_WATCH_"):
             monkeypatch.delenv(var)
-    yield home
+    return home
 
 
 def fixture_files(*groups: str) -> list[Path]:
@@ -64,7 +64,7 @@ def pi_install() -> PiInstall:
     Used by the real-Pi end-to-end test and by the personal-bot parity oracle (pbot imports Pi's
     SessionManager); skipped, with the reason, only where they cannot be had.
     """
-    from tests.e2e.pi_install import Unavailable, ensure_pi  # noqa: PLC0415 - only for tests that need Pi
+    from tests.e2e.pi_install import Unavailable, ensure_pi  # only for tests that need Pi
 
     try:
         return ensure_pi(REAL_ENV)

@@ -29,7 +29,9 @@ def write_config(home: Path, text: str) -> Path:
     return path
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["pbot-watch", *args],
         capture_output=True,
@@ -56,7 +58,7 @@ class TestLayers:
         """A key in config.toml replaces the default and is attributed to the file."""
         path = write_config(isolated_home, 'debounce_seconds = 0.5\nmodel = "openai/gpt-4o-mini"\n')
         resolved = resolve_settings()
-        assert resolved.settings.debounce_seconds == 0.5  # noqa: PLR2004
+        assert resolved.settings.debounce_seconds == 0.5
         assert resolved.settings.model == "openai/gpt-4o-mini"
         assert resolved.origin("model").kind == "file"
         assert resolved.origin("model").where == str(path)
@@ -67,7 +69,7 @@ class TestLayers:
         write_config(isolated_home, "debounce_seconds = 0.5\n")
         monkeypatch.setenv("PBOT_WATCH_DEBOUNCE_SECONDS", "2")
         resolved = resolve_settings()
-        assert resolved.settings.debounce_seconds == 2.0  # noqa: PLR2004
+        assert resolved.settings.debounce_seconds == 2.0
         assert resolved.origin("debounce_seconds").label() == "env PBOT_WATCH_DEBOUNCE_SECONDS"
 
     def test_flags_override_env(self, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,12 +108,12 @@ class TestLayers:
         path.write_text("idle_seconds = 5\n")
         monkeypatch.setenv("PBOT_WATCH_CONFIG", str(path))
         assert default_config_path() == path
-        assert load_settings().idle_seconds == 5  # noqa: PLR2004
+        assert load_settings().idle_seconds == 5
 
     def test_dashed_keys_in_file(self, isolated_home: Path) -> None:
         """Keys may be spelled like the flags, with dashes."""
         write_config(isolated_home, "max-calls-per-day = 7\n")
-        assert load_settings().max_calls_per_day == 7  # noqa: PLR2004
+        assert load_settings().max_calls_per_day == 7
 
     def test_tilde_is_expanded(self, isolated_home: Path) -> None:
         """``~`` in a path setting means the home folder."""
@@ -181,7 +183,7 @@ class TestErrors:
     def test_missing_named_config_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A file named by PBOT_WATCH_CONFIG must exist; only the default one is optional."""
         monkeypatch.setenv("PBOT_WATCH_CONFIG", str(tmp_path / "missing.toml"))
-        with pytest.raises(SettingsError, match="missing.toml does not exist"):
+        with pytest.raises(SettingsError, match=r"missing\.toml does not exist"):
             load_settings()
 
     def test_key_given_twice_in_file(self, isolated_home: Path) -> None:
@@ -211,15 +213,19 @@ class TestTemplate:
 
     def test_docs_quote_the_template(self) -> None:
         """docs/configuration.md holds the current template, so the reference cannot go stale."""
-        docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text(encoding="utf-8")
-        assert template() in docs, "regenerate the reference in docs/configuration.md: pbot-watch config --template"
+        docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text(
+            encoding="utf-8"
+        )
+        assert template() in docs, (
+            "regenerate the reference in docs/configuration.md: pbot-watch config --template"
+        )
 
 
 class TestEnvFile:
     def test_read_env_file(self, tmp_path: Path) -> None:
         """Comments, blank lines, ``export`` and quotes are understood as systemd does."""
         path = tmp_path / "env"
-        path.write_text('# keys\n\nOPENAI_API_KEY=sk-1\nexport B="two words"\n; c\nC=\'x=y\'\n')
+        path.write_text("# keys\n\nOPENAI_API_KEY=sk-1\nexport B=\"two words\"\n; c\nC='x=y'\n")
         assert read_env_file(path) == {"OPENAI_API_KEY": "sk-1", "B": "two words", "C": "x=y"}
 
     def test_bad_line_names_file_and_line(self, tmp_path: Path) -> None:
@@ -256,7 +262,7 @@ class TestEnvFile:
 class TestConfigCommand:
     def test_json_shows_values_and_sources(self, isolated_home: Path, tmp_path: Path) -> None:
         """``config --json`` gives each key's value and the layer it came from."""
-        path = write_config(isolated_home, "idle_seconds = 12\nmodel = \"m-file\"\n")
+        path = write_config(isolated_home, 'idle_seconds = 12\nmodel = "m-file"\n')
         result = cli(
             "config", "--json", "--archive", str(tmp_path / "arch"),
             env={"PBOT_WATCH_MODEL": "m-env", "PBOT_WATCH_SESSIONS": str(tmp_path / "会话")},
@@ -297,5 +303,7 @@ class TestConfigCommand:
 
     def test_path_and_template(self, isolated_home: Path) -> None:
         """``--path`` prints where the file is read from; ``--template`` prints a commented file."""
-        assert cli("config", "--path").stdout.strip() == str(isolated_home / "config" / "pbot-watch" / "config.toml")
+        assert cli("config", "--path").stdout.strip() == str(
+            isolated_home / "config" / "pbot-watch" / "config.toml"
+        )
         assert cli("config", "--template").stdout == template()

@@ -42,7 +42,12 @@ PROGRAM = textwrap.dedent(
 
 def run_program(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, encoding="utf-8", check=True, timeout=60
+        [sys.executable, "-c", PROGRAM, *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+        timeout=60,
     )
 
 
@@ -69,7 +74,7 @@ class TestJsonOutput:
         """Off a terminal every event is one JSON line and Chinese text is written as is, never \\u-escaped."""
         result = run_program()
         lines = result.stdout.splitlines()
-        assert len(lines) == 3  # noqa: PLR2004 - info, exception, stdlib warning; debug filtered
+        assert len(lines) == 3  # info, exception, stdlib warning; debug filtered
         assert "\\u" not in result.stdout
         assert "记录已写入" in result.stdout
         first = json.loads(lines[0])
@@ -120,7 +125,7 @@ class TestTerminal:
         """On a real terminal ``auto`` gives console lines, not JSON."""
         leader, follower = pty.openpty()
         try:
-            proc = subprocess.Popen(  # noqa: S603 - our own interpreter
+            proc = subprocess.Popen(  # our own interpreter
                 [sys.executable, "-c", PROGRAM], stdout=follower, stderr=follower, stdin=subprocess.DEVNULL
             )
             os.close(follower)
@@ -194,7 +199,9 @@ class TestConfigure:
         configure_logging(log_format="json", stream=io.StringIO())
         with capture_logs() as captured:
             get_logger("t", session="abc").bind(path="/p").info("indexed", records=2)
-        assert captured == [{"event": "indexed", "session": "abc", "path": "/p", "records": 2, "log_level": "info"}]
+        assert captured == [
+            {"event": "indexed", "session": "abc", "path": "/p", "records": 2, "log_level": "info"}
+        ]
 
     def test_stream_is_configurable_for_stdio_protocols(self) -> None:
         """The MCP server logs to stderr: nothing reaches a stream that was not chosen."""

@@ -43,8 +43,20 @@ def stamp(seconds: int) -> str:
 def write_session(path: Path) -> None:
     """A Pi v3 session: 25 deploy steps, a Chinese exchange, a failing tool run and a long answer."""
     entries: list[dict[str, Any]] = [
-        {"type": "session", "version": 3, "id": SESSION_ID, "timestamp": stamp(0), "cwd": "/nonexistent/ws-deploy"},
-        {"type": "session_info", "id": "name0001", "parentId": None, "timestamp": stamp(0), "name": "Deploy notes"},
+        {
+            "type": "session",
+            "version": 3,
+            "id": SESSION_ID,
+            "timestamp": stamp(0),
+            "cwd": "/nonexistent/ws-deploy",
+        },
+        {
+            "type": "session_info",
+            "id": "name0001",
+            "parentId": None,
+            "timestamp": stamp(0),
+            "name": "Deploy notes",
+        },
     ]
     parent = "name0001"
     clock = 0
@@ -53,7 +65,13 @@ def write_session(path: Path) -> None:
         nonlocal parent, clock
         clock += 60
         entries.append(
-            {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp(clock), "message": message}
+            {
+                "type": "message",
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": stamp(clock),
+                "message": message,
+            }
         )
         parent = entry_id
 
@@ -73,14 +91,16 @@ def write_session(path: Path) -> None:
     assistant("zh000002", "数据库迁移失败是因为 schema 版本不一致，已回滚到 v41。")
     user("tool0001", "run the budget tests")
     assistant("tool0002", calls=[{"id": "call_1", "name": "bash", "arguments": {"command": "npm test"}}])
-    output = "\n".join(["> budget@1.0.0 test", "PASS unit", "FAIL budget.spec.ts", "3 failed: budget over limit"])
+    output = "> budget@1.0.0 test\nPASS unit\nFAIL budget.spec.ts\n3 failed: budget over limit"
     add(
         "tool0003",
         {
             "role": "toolResult",
             "toolCallId": "call_1",
             "toolName": "bash",
-            "content": [{"type": "text", "text": output + "\n" + "\n".join(f"trace line {i}" for i in range(400))}],
+            "content": [
+                {"type": "text", "text": output + "\n" + "\n".join(f"trace line {i}" for i in range(400))}
+            ],
             "isError": True,
         },
     )
@@ -122,7 +142,12 @@ def make_world(root: Path) -> World:
     shutil.copy(FIXTURES / "real-v3" / "02-tool-calls.jsonl", sessions / "02-tool-calls.jsonl")
     world = World(root, sessions, root / "archive", env, root / "mcp-stderr.log")
     done = subprocess.run(
-        [str(SCRIPT), "index", *world.args()], capture_output=True, text=True, env=env, check=False, timeout=120
+        [str(SCRIPT), "index", *world.args()],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return world
@@ -159,10 +184,12 @@ class Client:
 
 @asynccontextmanager
 async def _connect(params: StdioServerParameters, errlog: Any) -> AsyncIterator[ClientSession]:
-    async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write, read_timeout_seconds=60) as session:
-            await session.initialize()
-            yield session
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=60) as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 @contextmanager
@@ -170,9 +197,12 @@ def connect(world: World, *extra: str, args: list[str] | None = None) -> Iterato
     params = StdioServerParameters(
         command=str(SCRIPT), args=["mcp", *(world.args() if args is None else args), *extra], env=world.env
     )
-    with world.log.open("a") as errlog, start_blocking_portal() as portal:
-        with portal.wrap_async_context_manager(_connect(params, errlog)) as session:
-            yield Client(portal, session)
+    with (
+        world.log.open("a") as errlog,
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(_connect(params, errlog)) as session,
+    ):
+        yield Client(portal, session)
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +232,16 @@ class TestListing:
         tools = {t.name: t for t in client.tools()}
         search = tools["history_search"].input_schema
         assert search["additionalProperties"] is False
-        assert set(search["properties"]) == {"query", "match", "sessionId", "workspace", "from", "to", "offset", "limit"}
+        assert set(search["properties"]) == {
+            "query",
+            "match",
+            "sessionId",
+            "workspace",
+            "from",
+            "to",
+            "offset",
+            "limit",
+        }
         assert search["required"] == []
         assert search["properties"]["limit"] == {
             "type": "integer", "minimum": 1, "maximum": 50, "default": 20,
@@ -212,7 +251,7 @@ class TestListing:
         assert search["properties"]["query"]["type"] == "string"
         read = tools["history_read"].input_schema
         assert read["required"] == ["id"]
-        assert read["properties"]["limit"]["maximum"] == 24000  # noqa: PLR2004
+        assert read["properties"]["limit"]["maximum"] == 24000
         assert set(read["properties"]) == {"id", "offset", "limit", "childrenOffset"}
         memory = tools["search_memory"].input_schema
         assert set(memory["properties"]) == {"query", "match", "in", "sessionId", "leaf", "after", "limit"}
@@ -227,7 +266,7 @@ class TestListing:
             assert "not instructions" in description, tool.name
             assert "Use it" in description, tool.name
             assert "call again" in description, tool.name
-            assert len(description) < 2000, tool.name  # noqa: PLR2004
+            assert len(description) < 2000, tool.name
 
     def test_tools_are_read_only(self, client: Client) -> None:
         """Annotations tell clients the tools change nothing (Pi's permission gates read them)."""
@@ -244,10 +283,12 @@ class TestListing:
         async def handshake() -> tuple[str, str | None]:
             params = StdioServerParameters(command=str(SCRIPT), args=["mcp", *world.args()], env=world.env)
             with world.log.open("a") as errlog:
-                async with stdio_client(params, errlog=errlog) as (read, write):
-                    async with ClientSession(read, write, read_timeout_seconds=60) as session:
-                        init = await session.initialize()
-                        return init.server_info.name, init.instructions
+                async with (
+                    stdio_client(params, errlog=errlog) as (read, write),
+                    ClientSession(read, write, read_timeout_seconds=60) as session,
+                ):
+                    init = await session.initialize()
+                    return init.server_info.name, init.instructions
 
         with start_blocking_portal() as portal:
             name, instructions = portal.call(handshake)
@@ -276,7 +317,7 @@ class TestHistorySearch:
         found, text = client.ok("history_search", {})
         assert {m["kind"] for m in found["matches"]} == {"session"}
         assert SESSION_ID in {m["sessionId"] for m in found["matches"]}
-        assert found["total"] == len(found["matches"]) == 2  # noqa: PLR2004
+        assert found["total"] == len(found["matches"]) == 2
         assert "2 sessions" in text
 
     def test_paging_covers_every_match_once(self, client: Client) -> None:
@@ -290,7 +331,7 @@ class TestHistorySearch:
             seen += [m["id"] for m in page["matches"]]
             offset = page["nextOffset"]
             pages += 1
-        assert pages == 3  # noqa: PLR2004
+        assert pages == 3
         assert len(seen) == len(set(seen)) == DEPLOY_STEPS
 
     def test_text_names_the_next_offset(self, client: Client) -> None:
@@ -347,7 +388,7 @@ class TestHistoryRead:
                 assert f"offset={page['nextOffset']}" in text
             offset = page["nextOffset"]
         whole = "".join(pieces)
-        assert len(pieces) > 2  # noqa: PLR2004
+        assert len(pieces) > 2
         assert len(whole.encode("utf-16-le")) // 2 == total
         assert whole.startswith(client.ok("history_read", {"id": hit["id"], "limit": 24000})[0]["text"])
         assert LONG_ANSWER in whole
@@ -392,21 +433,23 @@ class TestMemory:
         """in=<handle> returns every hit line of that source."""
         hit = client.ok("search_memory", {"query": "budget over limit"})[0]["hits"][0]
         inside = client.ok("search_memory", {"query": "trace line 1", "in": hit["handle"], "limit": 50})[0]
-        assert inside["total"] == 111  # noqa: PLR2004 - "trace line 1", "1x" and "1xx" of 0-399
+        assert inside["total"] == 111  # "trace line 1", "1x" and "1xx" of 0-399
         assert {h["handle"] for h in inside["hits"]} == {hit["handle"]}
 
     def test_cursor_paging(self, client: Client) -> None:
         """nextCursor continues the same search; pages do not repeat sources."""
         first = client.ok("search_memory", {"query": "deploy step", "limit": 10})[0]
         assert first["total"] == DEPLOY_STEPS
-        second = client.ok("search_memory", {"query": "deploy step", "limit": 10, "after": first["nextCursor"]})[0]
+        second = client.ok(
+            "search_memory", {"query": "deploy step", "limit": 10, "after": first["nextCursor"]}
+        )[0]
         handles = [h["handle"] for h in first["hits"]] + [h["handle"] for h in second["hits"]]
-        assert len(set(handles)) == 20  # noqa: PLR2004
+        assert len(set(handles)) == 20
 
     def test_listing_sources(self, client: Client) -> None:
         """No query lists sources of each session's current branch."""
         found = client.ok("search_memory", {"limit": 50})[0]
-        assert found["total"] > 50  # noqa: PLR2004
+        assert found["total"] > 50
         assert found["nextCursor"] is not None
         assert SESSION_ID in found["scope"]
 
@@ -546,7 +589,9 @@ class TestProcess:
             "pbot_watch.search.memory_index; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'watchdog')))"
         )
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        )
         assert done.stdout.strip() == "[]"
 
 

@@ -236,7 +236,10 @@ class ArchiveStore:
         for folder in folders - self._dirty_folders:
             ensure_dir(folder)
         self._dirty_folders |= folders
-        futures = {path: self._writer.submit(write_atomic, path, data, sync_dir=False) for path, data in queued.items()}
+        futures = {
+            path: self._writer.submit(write_atomic, path, data, sync_dir=False)
+            for path, data in queued.items()
+        }
         for path, future in futures.items():
             error = future.exception()
             if isinstance(error, OSError):

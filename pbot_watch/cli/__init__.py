@@ -20,13 +20,19 @@ def main() -> None:
 
 def _register() -> None:
     # Imported here, not at the top, so each module can import ``main`` without a cycle.
-    from pbot_watch.cli import index_cmd  # noqa: F401, PLC0415
-    from pbot_watch.cli import memory_cmd, read_cmd, reindex_cmd, search_cmd  # noqa: F401, PLC0415
-    from pbot_watch.cli import summarize_cmd  # noqa: F401, PLC0415
-    from pbot_watch.cli import run_cmd, status_cmd  # noqa: F401, PLC0415
-    from pbot_watch.cli import config_cmd  # noqa: F401, PLC0415
-    from pbot_watch.cli import service_cmd  # noqa: F401, PLC0415
-    from pbot_watch.cli import mcp_cmd  # noqa: F401, PLC0415
+    from pbot_watch.cli import (  # noqa: F401, PLC0415  # noqa: F401, PLC0415
+        config_cmd,
+        index_cmd,
+        mcp_cmd,
+        memory_cmd,
+        read_cmd,
+        reindex_cmd,
+        run_cmd,
+        search_cmd,
+        service_cmd,
+        status_cmd,
+        summarize_cmd,
+    )
 
 
 _register()

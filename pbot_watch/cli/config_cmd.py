@@ -18,7 +18,9 @@ from pbot_watch.config import ResolvedSettings, SettingsError, effective, resolv
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: each key's value and source.")
 @click.option("--path", "show_path", is_flag=True, help="Print only the config file's path.")
-@click.option("--template", "show_template", is_flag=True, help="Print a commented config file with every key.")
+@click.option(
+    "--template", "show_template", is_flag=True, help="Print a commented config file with every key."
+)
 def config_command(
     sessions: tuple[Path, ...], archive: Path | None, *, as_json: bool, show_path: bool, show_template: bool
 ) -> None:
@@ -49,7 +51,11 @@ def as_document(resolved: ResolvedSettings) -> dict[str, Any]:
         "config_file": str(resolved.config_file),
         "config_file_found": resolved.config_file_found,
         "settings": {
-            key: {"value": value, "source": resolved.origin(key).kind, "from": resolved.origin(key).where or None}
+            key: {
+                "value": value,
+                "source": resolved.origin(key).kind,
+                "from": resolved.origin(key).where or None,
+            }
             for key, value in values.items()
         },
         "unknown_env": resolved.unknown_env,

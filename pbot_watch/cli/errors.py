@@ -16,7 +16,7 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc] # click declares a class default; each error picks its own
 
     def show(self, file: object = None) -> None:  # noqa: ARG002 - click's signature
         click.echo(f"pbot-watch: {self.format_message()}", err=True)

@@ -37,12 +37,19 @@ def index_command(
 
     try:
         settings = load_settings(
-            {"sessions": list(sessions), "archive": archive, "include": list(include), "exclude": list(exclude)}
+            {
+                "sessions": list(sessions),
+                "archive": archive,
+                "include": list(include),
+                "exclude": list(exclude),
+            }
         )
     except SettingsError as error:
         raise CommandError(str(error)) from error
     roots = list(settings.sessions) or default_session_roots()
-    store = ArchiveStore(central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude))
+    store = ArchiveStore(
+        central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
+    )
     try:
         report = _run(roots, store)
     except MissingRoot as error:

@@ -21,7 +21,7 @@ from pbot_watch.cli.options import archive_options
     help="Log level (logs go to stderr; stdout carries the protocol).",
 )
 def mcp_command(sessions: tuple[Path, ...], archive: Path | None, log_level: str | None) -> None:
-    """Serve history_search, history_read, search_memory and recall_memory over MCP (stdio).
+    r"""Serve history_search, history_read, search_memory and recall_memory over MCP (stdio).
 
     \b
     Register it with Pi:

@@ -45,7 +45,9 @@ def _open(sessions: tuple[Path, ...], archive: Path | None) -> tuple[Settings, S
 )
 @click.option("--in", "in_", metavar="HANDLE", help="Search only inside this source (every hit line).")
 @click.option("--session", "session_id", help="Only this Pi session id.")
-@click.option("--leaf", metavar="ENTRY", help="Scope: the path from this entry to the root (default: the current leaf).")
+@click.option(
+    "--leaf", metavar="ENTRY", help="Scope: the path from this entry to the root (default: the current leaf)."
+)
 @click.option("--after", metavar="CURSOR", help="Continue a previous search (same query and options).")
 @click.option("--limit", type=click.IntRange(1, 50), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (see docs/search.md).")
@@ -69,7 +71,14 @@ def memory_search_command(
     with query_errors():
         try:
             result = search_memory(
-                index, query=query, match=match, in_=in_, session_id=session_id, leaf=leaf, after=after, limit=limit
+                index,
+                query=query,
+                match=match,
+                in_=in_,
+                session_id=session_id,
+                leaf=leaf,
+                after=after,
+                limit=limit,
             )
         finally:
             index.close()
@@ -78,10 +87,19 @@ def memory_search_command(
 
 @main.command("recall")
 @click.argument("handle")
-@click.option("--from", "from_line", type=click.IntRange(min=1), default=1, show_default=True, help="First line (1-based).")
+@click.option(
+    "--from",
+    "from_line",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="First line (1-based).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON (see docs/search.md).")
 @archive_options
-def recall_command(handle: str, from_line: int, as_json: bool, sessions: tuple[Path, ...], archive: Path | None) -> None:
+def recall_command(
+    handle: str, from_line: int, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
+) -> None:
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
     from pbot_watch.search.memory_index import recall  # noqa: PLC0415
 
@@ -107,14 +125,20 @@ def render_search(result: MemorySearchResult) -> None:
     for hit in result.hits:
         where = ""
         if hit.line is not None and hit.snippetLines is not None:
-            section = f", {hit.section.title} {hit.section.firstLine}-{hit.section.lastLine}" if hit.section else ""
+            section = (
+                f", {hit.section.title} {hit.section.firstLine}-{hit.section.lastLine}" if hit.section else ""
+            )
             where = f" line {hit.line} (lines {hit.snippetLines[0]}-{hit.snippetLines[1]}{section})"
         head = Text(f"{local_time(hit.timestamp)} ", style="cyan")
         head.append(hit.label)
         head.append(f"  [{hit.totalLines} lines]{where}", style="dim")
         console.print(head)
         console.print(Text("  handle ", style="dim") + Text(hit.handle))
-        body = highlight(hit.snippet, result.query, terms=result.match == "terms") if result.query.strip() else Text(hit.snippet)
+        body = (
+            highlight(hit.snippet, result.query, terms=result.match == "terms")
+            if result.query.strip()
+            else Text(hit.snippet)
+        )
         body.pad_left(4)
         console.print(body)
     more = f" — more: --after {result.nextCursor}" if result.nextCursor else ""

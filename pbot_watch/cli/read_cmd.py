@@ -14,9 +14,23 @@ from pbot_watch.search.models import NodeBrief, NodePage
 
 @main.command("read")
 @click.argument("node_id")
-@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Text offset (UTF-16 units).")
-@click.option("--limit", type=click.IntRange(1, 24000), default=12000, show_default=True, help="Text length (UTF-16 units).")
-@click.option("--children-offset", type=click.IntRange(min=0), default=0, show_default=True, help="First child to list (20 per page).")
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Text offset (UTF-16 units)."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 24000),
+    default=12000,
+    show_default=True,
+    help="Text length (UTF-16 units).",
+)
+@click.option(
+    "--children-offset",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="First child to list (20 per page).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON (see docs/search.md).")
 @archive_options
 def read_command(
@@ -35,7 +49,9 @@ def read_command(
     with query_errors():
         context = prepare(resolve_settings(sessions, archive))
         try:
-            page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
+            page = read_node(
+                context.index, node_id, offset=offset, limit=limit, children_offset=children_offset
+            )
         finally:
             context.close()
     page.warnings = context.warnings

@@ -25,7 +25,9 @@ from pbot_watch.cli.options import archive_options
 @click.option(
     "--idle-seconds", type=float, default=None, help="No append for this long means idle: summaries run."
 )
-@click.option("--model", default=None, help="litellm model for summaries (e.g. openai/gpt-4o-mini); none: offline.")
+@click.option(
+    "--model", default=None, help="litellm model for summaries (e.g. openai/gpt-4o-mini); none: offline."
+)
 @click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server for --model.")
 @click.option(
     "--env-file",

@@ -76,7 +76,12 @@ def _echo_steps(title: str, steps: list[svc.Step]) -> None:
 @env_file_option
 @print_option
 def service_install(
-    manager: str | None, sessions: tuple[Path, ...], archive: Path | None, env_file: Path | None, *, dry_run: bool
+    manager: str | None,
+    sessions: tuple[Path, ...],
+    archive: Path | None,
+    env_file: Path | None,
+    *,
+    dry_run: bool,
 ) -> None:
     """Write the service file and start the service now and at every login.
 
@@ -93,7 +98,9 @@ def service_install(
     outcome = svc.install(plan)
     click.echo(f"{'wrote' if outcome.file_changed else 'unchanged'}: {plan.path}")
     for result in outcome.ran:
-        click.echo(f"ran: {result.step.shell()}" + ("" if result.returncode == 0 else f" (exit {result.returncode})"))
+        click.echo(
+            f"ran: {result.step.shell()}" + ("" if result.returncode == 0 else f" (exit {result.returncode})")
+        )
     if outcome.tool_missing:
         click.echo(f"{outcome.tool_missing} not found: the service file is written but not activated.")
         _echo_steps("Next steps, where the service manager runs:", outcome.next_steps)
@@ -122,7 +129,9 @@ def service_uninstall(manager: str | None, *, dry_run: bool) -> None:
         return
     outcome = svc.uninstall(plan)
     for result in outcome.ran:
-        click.echo(f"ran: {result.step.shell()}" + ("" if result.returncode == 0 else f" (exit {result.returncode})"))
+        click.echo(
+            f"ran: {result.step.shell()}" + ("" if result.returncode == 0 else f" (exit {result.returncode})")
+        )
     click.echo(f"removed: {plan.path}" if outcome.file_changed else f"not installed: {plan.path}")
     if outcome.tool_missing:
         click.echo(f"{outcome.tool_missing} not found: nothing was stopped.")

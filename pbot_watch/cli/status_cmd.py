@@ -67,11 +67,11 @@ def _ago(iso_time: str | None) -> str:
         return "never"
     from datetime import datetime  # noqa: PLC0415
 
-    then = datetime.fromisoformat(iso_time.replace("Z", "+00:00")).timestamp()
+    then = datetime.fromisoformat(iso_time).timestamp()
     seconds = max(0, time.time() - then)
-    if seconds < 120:  # noqa: PLR2004 - display rounding
+    if seconds < 120:  # display rounding
         return f"{iso_time} ({seconds:.0f}s ago)"
-    if seconds < 7200:  # noqa: PLR2004
+    if seconds < 7200:
         return f"{iso_time} ({seconds / 60:.0f}m ago)"
     return f"{iso_time} ({seconds / 3600:.1f}h ago)"
 
@@ -95,12 +95,18 @@ def _lines(status: Any) -> list[str]:
         f"  observer   {observer}",
         f"  roots      {roots or '-'}",
         f"  archive    {status.archive or 'per workspace (.pi/pbot/history)'}",
-        f"  tracked    {status.files_tracked} files, {status.sessions_tracked} sessions"
-        f" ({status.files_in_memory} files in memory)",
-        f"  records    {status.records_written} written, {status.records_unchanged} unchanged,"
-        f" {len(status.workspaces_written)} workspaces",
-        f"  parsed     {_mb(status.bytes_parsed_total)} total,"
-        f" {_mb(status.bytes_parsed_last_append)} for the last append",
+        (
+            f"  tracked    {status.files_tracked} files, {status.sessions_tracked} sessions"
+            f" ({status.files_in_memory} files in memory)"
+        ),
+        (
+            f"  records    {status.records_written} written, {status.records_unchanged} unchanged,"
+            f" {len(status.workspaces_written)} workspaces"
+        ),
+        (
+            f"  parsed     {_mb(status.bytes_parsed_total)} total,"
+            f" {_mb(status.bytes_parsed_last_append)} for the last append"
+        ),
         f"  last append {_ago(status.last_append)}"
         + (f" ({status.last_append_path})" if status.last_append_path else ""),
     ]
@@ -112,17 +118,17 @@ def _lines(status: Any) -> list[str]:
         )
     if status.summaries:
         lines.append("  summaries  " + ", ".join(f"{k}={_short(v)}" for k, v in status.summaries.items()))
-    for name, values in status.extensions.items():
-        lines.append(f"  {name:<10} " + ", ".join(f"{k}={_short(v)}" for k, v in values.items()))
-    for warning in status.warnings[-5:]:
-        lines.append(f"  warning    {warning}")
-    if len(status.warnings) > 5:  # noqa: PLR2004
+    lines.extend(
+        f"  {name:<10} " + ", ".join(f"{k}={_short(v)}" for k, v in values.items())
+        for name, values in status.extensions.items()
+    )
+    lines.extend(f"  warning    {warning}" for warning in status.warnings[-5:])
+    if len(status.warnings) > 5:
         lines.append(f"  ...        {len(status.warnings) - 5} more warnings (--json)")
-    for error in status.errors[-5:]:
-        lines.append(f"  error      {error.time} {error.message}")
+    lines.extend(f"  error      {error.time} {error.message}" for error in status.errors[-5:])
     return lines
 
 
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."  # noqa: PLR2004
+    return text if len(text) <= 80 else text[:77] + "..."

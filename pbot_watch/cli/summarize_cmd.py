@@ -23,7 +23,7 @@ from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
 
 if TYPE_CHECKING:
-    from pbot_watch.archive.files import ArchiveStore
+    from pbot_watch.archive.files import ArchiveStore  # keep `pbot-watch --help` light
     from pbot_watch.summarize.queue import RunReport
     from pbot_watch.summarize.worker import SummaryWorker
 
@@ -67,10 +67,10 @@ def summarize_command(
     limit: int | None,
 ) -> None:
     """Index every session, then summarize pending nodes now (lowest level first)."""
-    from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415, F811 - keep `pbot-watch --help` light
+    from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415 - keep `pbot-watch --help` light
     from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
     from pbot_watch.indexer import MissingRoot, index_all  # noqa: PLC0415
-    from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415, F811
+    from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415
 
     try:
         settings = load_settings(

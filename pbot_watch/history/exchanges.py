@@ -22,7 +22,7 @@ OTHER, USER, ASSISTANT = 0, 1, 2
 
 
 def content_text(content: Any) -> str:
-    """pbot's ``text()``: strings as they are, text blocks joined by newlines, images marked."""
+    """Pbot's ``text()``: strings as they are, text blocks joined by newlines, images marked."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):

@@ -21,7 +21,7 @@ _WS_RUN = re.compile("[" + re.escape(JS_WHITESPACE) + "]+")
 
 
 def collapse_whitespace(text: str) -> str:
-    """``text.replace(/\\s+/g, " ")``."""
+    r"""``text.replace(/\s+/g, " ")``."""
     return _WS_RUN.sub(" ", text)
 
 
@@ -41,7 +41,7 @@ def utf16_key(text: str) -> bytes:
 
 
 def utf16_slice(text: str, start: int, end: int | None = None) -> str:
-    """``text.slice(start, end)`` in UTF-16 units.
+    r"""``text.slice(start, end)`` in UTF-16 units.
 
     A cut through a surrogate pair keeps the lone surrogate, exactly as JavaScript does;
     ``dumps`` below writes it as a ``\\udXXX`` escape, which is what ``JSON.stringify`` emits.

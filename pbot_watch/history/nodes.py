@@ -68,7 +68,9 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
             )
         )
         node = dict(value)
-        node.update(id=key, kind="summary" if level else "exchange", level=level, children=children, parents=[])
+        node.update(
+            id=key, kind="summary" if level else "exchange", level=level, children=children, parents=[]
+        )
         if level:
             node["text"] = before.get("text", "") if same and before is not None else ""
             node["ready"] = bool(same and before is not None and js_truthy(before.get("ready")))
@@ -138,4 +140,9 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
     for node in nodes.values():
         for child in node["children"]:
             nodes[child]["parents"].append(node["id"])
-    return {"id": record_id, "sessionId": session.session_id, "name": session.name, "nodes": list(nodes.values())}
+    return {
+        "id": record_id,
+        "sessionId": session.session_id,
+        "name": session.name,
+        "nodes": list(nodes.values()),
+    }

@@ -23,9 +23,45 @@ from pydantic import (
 # pbot builds nodes from object literals, so its key order is part of what it compares
 # (``JSON.stringify(before) !== JSON.stringify(value)``): a record that passes through our
 # models must come out in the order it went in, or pbot would rewrite it for nothing.
-EXCHANGE_ORDER = ("entryIds", "from", "to", "completed", "text", "id", "kind", "level", "children", "parents", "ready")
-SUMMARY_ORDER = ("entryIds", "text", "from", "to", "completed", "id", "kind", "level", "children", "parents", "ready")
-SESSION_ORDER = ("id", "kind", "level", "entryIds", "text", "ready", "completed", "from", "to", "parents", "children")
+EXCHANGE_ORDER = (
+    "entryIds",
+    "from",
+    "to",
+    "completed",
+    "text",
+    "id",
+    "kind",
+    "level",
+    "children",
+    "parents",
+    "ready",
+)
+SUMMARY_ORDER = (
+    "entryIds",
+    "text",
+    "from",
+    "to",
+    "completed",
+    "id",
+    "kind",
+    "level",
+    "children",
+    "parents",
+    "ready",
+)
+SESSION_ORDER = (
+    "id",
+    "kind",
+    "level",
+    "entryIds",
+    "text",
+    "ready",
+    "completed",
+    "from",
+    "to",
+    "parents",
+    "children",
+)
 RECORD_ORDER = ("id", "sessionId", "name", "nodes")
 
 
@@ -39,7 +75,7 @@ class _Ordered(BaseModel):
     def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         instance = handler(data)
         if isinstance(data, dict) and isinstance(instance, _Ordered):
-            instance._key_order = tuple(data)
+            instance._key_order = tuple(data)  # noqa: SLF001 - set by the class on its own instance
         return instance
 
     def _default_order(self) -> tuple[str, ...]:
@@ -65,7 +101,9 @@ class HistoryNode(_Ordered):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    id: str = Field(description="`${recordId}:${level}:${lastEntryId}`, or the record id for the session node")
+    id: str = Field(
+        description="`${recordId}:${level}:${lastEntryId}`, or the record id for the session node"
+    )
     kind: Literal["session", "exchange", "summary"]
     level: int = Field(description="-1 session, 0 exchange, 1.. summary levels")
     entryIds: list[str] = Field(  # noqa: N815 - contract field name

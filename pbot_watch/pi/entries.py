@@ -185,7 +185,8 @@ class SessionReader:
         if self.not_session:
             return None
         if self.header is None:
-            return self._first(value)
+            self._first(value)
+            return None
         if not isinstance(value, dict):
             # JSON that is not an object: Pi's loader keeps it as an entry without id or parent
             # (it still moves the leaf), so it stays in the tree as an empty entry. Counted as bad input.
@@ -200,16 +201,14 @@ class SessionReader:
     def _first(self, value: Any) -> None:
         # Pi's rule: the first parsed entry must be {type: "session", id: string}.
         try:
-            if not isinstance(value, dict):
-                raise ValueError
             self.header = SessionHeader.model_validate(value)
-        except (ValidationError, ValueError):
+        except ValidationError:
             self.not_session = True
-            return None
+            return
         version = self.header.effective_version
         self._v1 = version < 2
         self._v2 = version < CURRENT_SESSION_VERSION
-        return None
+        return
 
     def _migrate(self, entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
         if self._v1:

@@ -1,4 +1,4 @@
-"""Split a growing byte stream into complete JSONL lines.
+r"""Split a growing byte stream into complete JSONL lines.
 
 Pi appends one ``JSON.stringify(entry) + "\\n"`` per entry, but a reader can see any prefix
 of a write, even one that ends inside a UTF-8 character. Only ``\\n`` ends a line (never

@@ -58,7 +58,11 @@ def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tup
             before = known.get(path)
             # The header is the first line and never changes once written; only a new inode
             # (a rewrite) or a file that was empty before can change it.
-            if before is not None and before[0] == st.st_ino and (before[3] is not None or before[1] == st.st_size):
+            if (
+                before is not None
+                and before[0] == st.st_ino
+                and (before[3] is not None or before[1] == st.st_size)
+            ):
                 out[path] = (before[3], before[4])
                 continue
             sid, ws = read_header(path)
@@ -84,9 +88,9 @@ def record_folders(index: SearchIndex, roots: Iterable[Path], archive: Path | No
         if workspace is not None:
             folder = workspace_folder(workspace)
             folders.setdefault(folder, RecordFolder(folder, workspace))
-    for folder in index.known_folders():
-        if folder.workspace is not None:
-            folders.setdefault(folder.path, folder)
+    for known in index.known_folders():
+        if known.workspace is not None:
+            folders.setdefault(known.path, known)
     return sorted(folders.values(), key=lambda f: str(f.path))
 
 

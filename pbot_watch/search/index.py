@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pbot_watch.archive.files import HISTORY_SUBDIR, read_record
 from pbot_watch.history.jstext import locale_key
@@ -139,7 +139,11 @@ def _order_bytes(value: Any) -> bytes:
     of its code points; a tuple ends with 0x00, below every element, so a prefix sorts first.
     """
     if isinstance(value, int):
-        return bytes([value + 1]) if 0 <= value < 0xF0 else b"\xf1" + min(max(value, 0), 0xFFFFFF).to_bytes(3, "big")
+        return (
+            bytes([value + 1])
+            if 0 <= value < 0xF0
+            else b"\xf1" + min(max(value, 0), 0xFFFFFF).to_bytes(3, "big")
+        )
     if isinstance(value, str):
         return _order_bytes(tuple(ord(ch) for ch in value))
     return b"".join(_order_bytes(item) for item in value) + b"\x00"
@@ -188,7 +192,6 @@ def _stat(path: Path) -> os.stat_result | None:
         return path.stat()
     except OSError:
         return None
-
 
 
 class SearchIndex:
@@ -257,7 +260,7 @@ class SearchIndex:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> SearchIndex:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -268,7 +271,9 @@ class SearchIndex:
         rows = self.conn.execute("SELECT path, workspace FROM folders ORDER BY path").fetchall()
         return [RecordFolder(Path(p), w) for p, w in rows]
 
-    def update_from_archive(self, folders: Iterable[RecordFolder], *, forget_others: bool = False) -> RefreshReport:
+    def update_from_archive(
+        self, folders: Iterable[RecordFolder], *, forget_others: bool = False
+    ) -> RefreshReport:
         """Bring the index up to date with these record folders; cheap when nothing changed.
 
         A first pass only reads (directory listings, ``stat``, the known stats): when nothing
@@ -278,7 +283,9 @@ class SearchIndex:
         report = RefreshReport()
         self._unreadable = report.warnings
         wanted = {f.path: f for f in folders}
-        known = {Path(p): (w, m) for p, w, m in self.conn.execute("SELECT path, workspace, mtime_ns FROM folders")}
+        known = {
+            Path(p): (w, m) for p, w, m in self.conn.execute("SELECT path, workspace, mtime_ns FROM folders")
+        }
         stale = [p for p in known if p not in wanted] if forget_others else []
         dirty = [f for f in wanted.values() if self._dirty(f, known.get(f.path))]
         report.folders = len(wanted)
@@ -319,7 +326,7 @@ class SearchIndex:
                 return True
         return False
 
-    def _refresh_folder(self, folder: RecordFolder, known_mtime: int, report: RefreshReport) -> None:  # noqa: C901
+    def _refresh_folder(self, folder: RecordFolder, known_mtime: int, report: RefreshReport) -> None:
         st = _stat(folder.path)
         if st is None:
             # The folder is gone (workspace deleted): its records go with it.
@@ -357,12 +364,16 @@ class SearchIndex:
                 continue
             if self._update_record(Path(entry.path), folder):
                 report.records_updated += 1
-        for (path,) in self.conn.execute("SELECT path FROM records WHERE folder = ?", (str(folder.path),)).fetchall():
+        for (path,) in self.conn.execute(
+            "SELECT path FROM records WHERE folder = ?", (str(folder.path),)
+        ).fetchall():
             if path not in present:
                 self._drop_record(path)
                 report.records_removed += 1
         if st.st_mtime_ns != known_mtime:
-            self.conn.execute("UPDATE folders SET mtime_ns = ? WHERE path = ?", (st.st_mtime_ns, str(folder.path)))
+            self.conn.execute(
+                "UPDATE folders SET mtime_ns = ? WHERE path = ?", (st.st_mtime_ns, str(folder.path))
+            )
 
     def _folder_workspace(self, path: Path) -> str | None:
         row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(path),)).fetchone()
@@ -384,13 +395,16 @@ class SearchIndex:
                 workspace = str(path.parent.parent.parent.parent)
             if row is None:
                 self.conn.execute(
-                    "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1)", (str(folder), workspace)
+                    "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1)",
+                    (str(folder), workspace),
                 )
             return self._update_record(path, RecordFolder(folder, workspace))
 
     def _update_record(self, path: Path, folder: RecordFolder) -> bool:
         st = _stat(path)
-        row = self.conn.execute("SELECT rowid, ino, size, mtime_ns FROM records WHERE path = ?", (str(path),)).fetchone()
+        row = self.conn.execute(
+            "SELECT rowid, ino, size, mtime_ns FROM records WHERE path = ?", (str(path),)
+        ).fetchone()
         if st is None:
             if row is not None:
                 self._drop_record(str(path))
@@ -405,7 +419,16 @@ class SearchIndex:
             return False
         workspace = record.get("workspace") if isinstance(record.get("workspace"), str) else folder.workspace
         name = record.get("name") if isinstance(record.get("name"), str) else ""
-        values = (str(folder.path), record["id"], record["sessionId"], name, workspace, st.st_ino, st.st_size, st.st_mtime_ns)
+        values = (
+            str(folder.path),
+            record["id"],
+            record["sessionId"],
+            name,
+            workspace,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+        )
         if row is None:
             cur = self.conn.execute(
                 "INSERT INTO records(path, folder, id, session_id, name, workspace, ino, size, mtime_ns) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -440,7 +463,9 @@ class SearchIndex:
             before = old.get(node["id"])
             if before is not None:
                 rowid, text, text_json, searchable, level = before
-                same_text = (text, text_json) == (node["text"], node["text_json"]) and searchable == node["searchable"]
+                same_text = (text, text_json) == (node["text"], node["text_json"]) and searchable == node[
+                    "searchable"
+                ]
                 if not same_text and searchable:
                     self._fts_delete(rowid, json.loads(text_json) if text_json else text, level)
                 if not same_text:
@@ -467,7 +492,8 @@ class SearchIndex:
                 rowid = cur.lastrowid
                 assert rowid is not None
                 self.conn.execute(
-                    "INSERT INTO node_texts(rowid, text, text_json) VALUES (?, ?, ?)", (rowid, node["text"], node["text_json"])
+                    "INSERT INTO node_texts(rowid, text, text_json) VALUES (?, ?, ?)",
+                    (rowid, node["text"], node["text_json"]),
                 )
                 if node["searchable"]:
                     self._fts_insert(rowid, node["exact"], node["level"])
@@ -484,15 +510,19 @@ class SearchIndex:
         return (doc, "") if level == 0 else ("", doc)
 
     def _fts_insert(self, rowid: int, text: str, level: int) -> None:
-        self.conn.execute("INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)", (rowid, literal_document(text)))
         self.conn.execute(
-            "INSERT INTO nodes_terms(rowid, exchange, summary) VALUES (?, ?, ?)", (rowid, *self._terms_columns(text, level))
+            "INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)", (rowid, literal_document(text))
+        )
+        self.conn.execute(
+            "INSERT INTO nodes_terms(rowid, exchange, summary) VALUES (?, ?, ?)",
+            (rowid, *self._terms_columns(text, level)),
         )
 
     def _fts_delete(self, rowid: int, text: str, level: int) -> None:
         # Contentless tables forget their text: a delete must repeat exactly what was inserted.
         self.conn.execute(
-            "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)", (rowid, literal_document(text))
+            "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)",
+            (rowid, literal_document(text)),
         )
         self.conn.execute(
             "INSERT INTO nodes_terms(nodes_terms, rowid, exchange, summary) VALUES ('delete', ?, ?, ?)",
@@ -507,7 +537,9 @@ class SearchIndex:
         self.conn.execute("DELETE FROM records WHERE rowid = ?", (row[0],))
 
     def _drop_folder(self, path: Path) -> None:
-        for (record_path,) in self.conn.execute("SELECT path FROM records WHERE folder = ?", (str(path),)).fetchall():
+        for (record_path,) in self.conn.execute(
+            "SELECT path FROM records WHERE folder = ?", (str(path),)
+        ).fetchall():
             self._drop_record(record_path)
         self.conn.execute("DELETE FROM folders WHERE path = ?", (str(path),))
 
@@ -541,15 +573,19 @@ def _strs(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _node_values(raw: Any) -> dict[str, Any] | None:
     """A record node as row values, or ``None`` for a node we cannot use (no id)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
         return None
     kind = raw.get("kind") if raw.get("kind") in ("session", "exchange", "summary") else "exchange"
     level = raw.get("level") if isinstance(raw.get("level"), int) else 0
-    text = raw.get("text") if isinstance(raw.get("text"), str) else ""
-    from_ = raw.get("from") if isinstance(raw.get("from"), str) else ""
-    to = raw.get("to") if isinstance(raw.get("to"), str) else ""
+    text = _str(raw.get("text"))
+    from_ = _str(raw.get("from"))
+    to = _str(raw.get("to"))
     ready = raw.get("ready") is True
     stored, text_json = storable(text)
     from_ms, to_ms = parse_ms(from_), parse_ms(to)
@@ -570,7 +606,9 @@ def _node_values(raw: Any) -> dict[str, Any] | None:
         "completed": int(raw.get("completed") is True),
         # A node whose dates JavaScript cannot parse is never a search hit in pbot (NaN compares
         # false), so it is left out of the FTS tables: their counts are then exact totals.
-        "searchable": int(kind != "session" and ready and text != "" and from_ms is not None and to_ms is not None),
+        "searchable": int(
+            kind != "session" and ready and text != "" and from_ms is not None and to_ms is not None
+        ),
         "entry_ids": json.dumps(_strs(raw.get("entryIds"))),
         "children": json.dumps(_strs(raw.get("children"))),
         "parents": json.dumps(_strs(raw.get("parents"))),

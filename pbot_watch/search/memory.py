@@ -149,7 +149,11 @@ def session_memory(entries: list[dict[str, Any]]) -> SessionMemory:
     answered: set[str] = set()
     for entry in entries:
         message = entry.get("message")
-        if entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "toolResult":
+        if (
+            entry.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "toolResult"
+        ):
             call_id = message.get("toolCallId")
             if isinstance(call_id, str):
                 answered.add(call_id)
@@ -221,9 +225,13 @@ def _entry_sources(
             b = _Builder()
             b.section("command", f"$ {command}")
             code = message.get("exitCode")
-            b.section("output", output + ("" if output.endswith("\n") or not output else "\n") + f"[exit {code}]")
+            b.section(
+                "output", output + ("" if output.endswith("\n") or not output else "\n") + f"[exit {code}]"
+            )
             mark = "✗" if code not in (0, None) else "→"
-            sources.append(_source(entry, seq, 0, "bash", f"bash({_short(command, ARGS_CHARS)}) {mark} exit {code}", b))
+            sources.append(
+                _source(entry, seq, 0, "bash", f"bash({_short(command, ARGS_CHARS)}) {mark} exit {code}", b)
+            )
         elif role in ("custom", "hookMessage"):
             text = _text_of(content)
             if text:

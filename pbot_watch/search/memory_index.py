@@ -56,8 +56,17 @@ class UnknownEntry(QueryError):
 
 
 def _source_hash(source: Source) -> str:
-    value = [source.kind, source.timestamp, source.label, source.seq, source.lines, [list(vars(s).values()) for s in source.sections]]
-    return hashlib.blake2b(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    value = [
+        source.kind,
+        source.timestamp,
+        source.label,
+        source.seq,
+        source.lines,
+        [list(vars(s).values()) for s in source.sections],
+    ]
+    return hashlib.blake2b(
+        json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=12
+    ).hexdigest()
 
 
 def _chunks(lines: list[str]) -> list[tuple[int, int, str]]:
@@ -152,7 +161,8 @@ def _sync_sources(index: SearchIndex, path: str, session_id: str, sources: list[
         keep.add(rowid)
         for line, count, text in _chunks(source.lines):
             chunk = conn.execute(
-                "INSERT INTO mem_lines(source, line, count, text) VALUES (?,?,?,?)", (rowid, line, count, text)
+                "INSERT INTO mem_lines(source, line, count, text) VALUES (?,?,?,?)",
+                (rowid, line, count, text),
             ).lastrowid
             conn.execute("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", (chunk, text.lower()))
             conn.execute("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", (chunk, document(text)))
@@ -163,9 +173,15 @@ def _sync_sources(index: SearchIndex, path: str, session_id: str, sources: list[
 
 def _drop_source(index: SearchIndex, rowid: int) -> None:
     conn = index.conn
-    for chunk, text in conn.execute("SELECT rowid, text FROM mem_lines WHERE source = ?", (rowid,)).fetchall():
-        conn.execute("INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (chunk, text.lower()))
-        conn.execute("INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)", (chunk, document(text)))
+    for chunk, text in conn.execute(
+        "SELECT rowid, text FROM mem_lines WHERE source = ?", (rowid,)
+    ).fetchall():
+        conn.execute(
+            "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (chunk, text.lower())
+        )
+        conn.execute(
+            "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)", (chunk, document(text))
+        )
     conn.execute("DELETE FROM mem_lines WHERE source = ?", (rowid,))
     conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
 
@@ -201,7 +217,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
         for table in ("mem_literal", "mem_terms"):
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
         for table in ("mem_lines", "mem_sources", "mem_entries", "mem_files"):
-            index.conn.execute(f"DELETE FROM {table}")  # noqa: S608
+            index.conn.execute(f"DELETE FROM {table}")
     refresh_memory(index, roots)
     return int(index.conn.execute("SELECT count(*) FROM mem_files").fetchone()[0])
 
@@ -228,7 +244,12 @@ def parse_handle(handle: str) -> tuple[str, str, int]:
     try:
         prefix, body = handle.split(".", 1)
         session_id, entry_id, part = _unb64(body)
-        if prefix != "m1" or not isinstance(session_id, str) or not isinstance(entry_id, str) or not isinstance(part, int):
+        if (
+            prefix != "m1"
+            or not isinstance(session_id, str)
+            or not isinstance(entry_id, str)
+            or not isinstance(part, int)
+        ):
             raise ValueError
     except (ValueError, TypeError, UnicodeError):
         raise UnknownHandle(handle) from None
@@ -265,16 +286,31 @@ _ROW_COLUMNS = "s.rowid, s.session_id, s.entry_id, s.part, s.kind, s.timestamp, 
 
 
 def _row(values: Any) -> _Row:
-    return _Row(*values[:7], json.loads(values[7]), [tuple(s) for s in json.loads(values[8])])
+    rowid, session_id, entry_id, part, kind, timestamp, label, lines, sections = values
+    return _Row(
+        rowid,
+        session_id,
+        entry_id,
+        part,
+        kind,
+        timestamp,
+        label,
+        json.loads(lines),
+        [tuple(s) for s in json.loads(sections)],
+    )
 
 
 def _scope(index: SearchIndex, session_id: str | None, leaf: str | None) -> tuple[list[int], list[str]]:
     """Source row ids visible from each session file's leaf, and the session ids searched."""
     conn = index.conn
     if session_id is not None:
-        files = conn.execute("SELECT path, session_id FROM mem_files WHERE session_id = ? ORDER BY path", (session_id,)).fetchall()
+        files = conn.execute(
+            "SELECT path, session_id FROM mem_files WHERE session_id = ? ORDER BY path", (session_id,)
+        ).fetchall()
         if not files:
-            raise QueryError(f"unknown session {session_id!r}: no session file with this id under the session roots")
+            raise QueryError(
+                f"unknown session {session_id!r}: no session file with this id under the session roots"
+            )
     else:
         files = conn.execute("SELECT path, session_id FROM mem_files ORDER BY path").fetchall()
     visible: list[int] = []
@@ -299,7 +335,9 @@ def _scope(index: SearchIndex, session_id: str | None, leaf: str | None) -> tupl
         sessions.setdefault(sid, None)
         visible.extend(
             rowid
-            for rowid, entry_id in conn.execute("SELECT rowid, entry_id FROM mem_sources WHERE file = ?", (path,))
+            for rowid, entry_id in conn.execute(
+                "SELECT rowid, entry_id FROM mem_sources WHERE file = ?", (path,)
+            )
             if entry_id in on_path
         )
     if leaf is not None and not leaf_found:
@@ -319,7 +357,9 @@ def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
 
 
 def _cursor_key(query: str, match: str, in_: str | None, session_id: str | None, leaf: str | None) -> str:
-    raw = json.dumps([query, match, in_, session_id, leaf], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    raw = json.dumps([query, match, in_, session_id, leaf], ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
     return hashlib.blake2b(raw, digest_size=8).hexdigest()
 
 
@@ -342,9 +382,10 @@ def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     section = row.section_of(line)
     lo = max(section.firstLine if section else 1, line - SNIPPET_CONTEXT)
     hi = min(section.lastLine if section else len(row.lines), line + SNIPPET_CONTEXT)
-    shown = []
-    for text in row.lines[lo - 1 : hi]:
-        shown.append(text if len(text) <= SNIPPET_LINE_CHARS else text[:SNIPPET_LINE_CHARS] + "…")
+    shown = [
+        text if len(text) <= SNIPPET_LINE_CHARS else text[:SNIPPET_LINE_CHARS] + "…"
+        for text in row.lines[lo - 1 : hi]
+    ]
     return "\n".join(shown), (lo, hi)
 
 
@@ -405,10 +446,13 @@ def search_memory(
     needle = query.strip()
     hits: list[tuple[_Row, int | None, float | None]]
     if not needle:
-        rows = [_row(v) for v in conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE s.rowid IN (SELECT rowid FROM temp.mem_scope) "  # noqa: S608
-            "ORDER BY s.timestamp DESC, s.seq DESC, s.part DESC"
-        )]
+        rows = [
+            _row(v)
+            for v in conn.execute(
+                f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE s.rowid IN (SELECT rowid FROM temp.mem_scope) "
+                "ORDER BY s.timestamp DESC, s.seq DESC, s.part DESC"
+            )
+        ]
         hits = [(r, None, None) for r in rows]
     elif match == "terms":
         hits = _terms_hits(index, needle, per_line=in_ is not None)
@@ -417,7 +461,11 @@ def search_memory(
     total = len(hits)
     page = hits[offset : offset + limit]
     next_offset = offset + limit if offset + limit < total else None
-    cursor = _b64({"v": CURSOR_VERSION, "k": key, "o": next_offset, "s": snapshot}) if next_offset is not None else None
+    cursor = (
+        _b64({"v": CURSOR_VERSION, "k": key, "o": next_offset, "s": snapshot})
+        if next_offset is not None
+        else None
+    )
     return MemorySearchResult(
         query=query,
         match=match,
@@ -428,7 +476,9 @@ def search_memory(
     )
 
 
-def _candidates(index: SearchIndex, sql: str, params: tuple[Any, ...]) -> dict[int, list[tuple[int, int, str]]]:
+def _candidates(
+    index: SearchIndex, sql: str, params: tuple[Any, ...]
+) -> dict[int, list[tuple[int, int, str]]]:
     """Chunks (line, count, text) per source row id, for chunks in scope."""
     out: dict[int, list[tuple[int, int, str]]] = {}
     for source, line, count, text in index.conn.execute(sql, params):
@@ -442,7 +492,9 @@ def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
-        for values in index.conn.execute(f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE s.rowid IN ({marks})", part):  # noqa: S608
+        for values in index.conn.execute(
+            f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE s.rowid IN ({marks})", part
+        ):
             row = _row(values)
             out[row.rowid] = row
     return out
@@ -451,15 +503,21 @@ def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
 _IN_SCOPE = "l.source IN (SELECT rowid FROM temp.mem_scope)"
 
 
-def _literal_hits(index: SearchIndex, needle: str, *, per_line: bool) -> list[tuple[_Row, int | None, float | None]]:
+def _literal_hits(
+    index: SearchIndex, needle: str, *, per_line: bool
+) -> list[tuple[_Row, int | None, float | None]]:
     base = f"SELECT l.source, l.line, l.count, l.text FROM mem_lines l WHERE {_IN_SCOPE}"
     if len(needle) >= MIN_TRIGRAM_CHARS and "\n" not in needle:
         chunks = _candidates(
-            index, base + " AND l.rowid IN (SELECT rowid FROM mem_literal WHERE mem_literal MATCH ?)", (fts_quote(needle),)
+            index,
+            base + " AND l.rowid IN (SELECT rowid FROM mem_literal WHERE mem_literal MATCH ?)",
+            (fts_quote(needle),),
         )
     elif needle and all(is_cjk(ch) for ch in needle):
         chunks = _candidates(
-            index, base + " AND l.rowid IN (SELECT rowid FROM mem_terms WHERE mem_terms MATCH ?)", (fts_quote(needle),)
+            index,
+            base + " AND l.rowid IN (SELECT rowid FROM mem_terms WHERE mem_terms MATCH ?)",
+            (fts_quote(needle),),
         )
     else:
         chunks = _candidates(index, base, ())
@@ -483,7 +541,9 @@ def _desc(text: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in text)
 
 
-def _terms_hits(index: SearchIndex, query: str, *, per_line: bool) -> list[tuple[_Row, int | None, float | None]]:
+def _terms_hits(
+    index: SearchIndex, query: str, *, per_line: bool
+) -> list[tuple[_Row, int | None, float | None]]:
     terms = query_terms(query)
     if not terms:
         return []
@@ -508,7 +568,10 @@ def _terms_hits(index: SearchIndex, query: str, *, per_line: bool) -> list[tuple
             if found:
                 line_scores.append((found, number))
         if per_line:
-            hits.extend((row, number, round(score, 6)) for _found, number in sorted(line_scores, key=lambda x: (-x[0], x[1])))
+            hits.extend(
+                (row, number, round(score, 6))
+                for _found, number in sorted(line_scores, key=lambda x: (-x[0], x[1]))
+            )
         else:
             best_line = max(line_scores, key=lambda x: (x[0], -x[1]))[1] if line_scores else first
             hits.append((row, best_line, round(score, 6)))
@@ -565,4 +628,3 @@ def recall(index: SearchIndex, handle: str, from_line: int = 1, max_chars: int =
         sections=[MemorySection(title=t, firstLine=a, lastLine=b) for t, a, b in row.sections],
         nextLine=to_line + 1 if to_line < total else None,
     )
-

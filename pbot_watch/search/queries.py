@@ -20,6 +20,7 @@ for anything the caller must correct.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -74,7 +75,8 @@ TERMS_TIE_MARGIN = 64
 
 
 def _exact_text(row: Sequence[Any]) -> str:
-    return json.loads(row[5]) if row[5] is not None else row[4]
+    text: str = json.loads(row[5]) if row[5] is not None else row[4]
+    return text
 
 
 def _brief(row: Sequence[Any]) -> dict[str, Any]:
@@ -102,12 +104,14 @@ def _check_page(offset: int, limit: int, maximum: int, what: str) -> None:
 
 
 def time_range(from_: str | None, to: str | None) -> tuple[float, float]:
-    """pbot's range check: both ends parse as ISO dates or times, and from <= to."""
+    """Pbot's range check: both ends parse as ISO dates or times, and from <= to."""
     after = -math.inf if from_ is None else parse_ms(from_)
     before = math.inf if to is None else parse_ms(to)
     if after is None or before is None:
         bad = from_ if after is None else to
-        raise BadRange(f"invalid time {bad!r}: use an ISO date or time, e.g. 2026-11-29 or 2026-11-29T14:30:00Z")
+        raise BadRange(
+            f"invalid time {bad!r}: use an ISO date or time, e.g. 2026-11-29 or 2026-11-29T14:30:00Z"
+        )
     if after > before:
         raise BadRange(f"invalid time range: from {from_} is after to {to}")
     return after, before
@@ -116,10 +120,8 @@ def time_range(from_: str | None, to: str | None) -> tuple[float, float]:
 def _workspace_values(workspace: str | Path) -> list[str]:
     path = Path(workspace).expanduser()
     values = {str(path), str(path.absolute())}
-    try:
+    with contextlib.suppress(OSError):
         values.add(str(path.resolve()))
-    except OSError:
-        pass
     return sorted(values)
 
 
@@ -173,7 +175,7 @@ def _utf16_index(haystack: str, needle: str) -> int:
 
 
 def snippet_at(text: str, hit: int) -> str:
-    """pbot's snippet: 400 units of the text starting 80 before the hit (a miss counts as -1)."""
+    """Pbot's snippet: 400 units of the text starting 80 before the hit (a miss counts as -1)."""
     start = max(0, hit - SNIPPET_BEFORE)
     return utf16_slice(text, start, start + SNIPPET_LENGTH)
 
@@ -188,7 +190,7 @@ def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int
     while True:
         placeholders = ",".join("?" * len(layer))
         rows = index.conn.execute(
-            f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({placeholders})",  # noqa: S608
+            f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({placeholders})",
             (record, *layer),
         ).fetchall()
         by_id = {r[0]: r for r in rows}
@@ -253,7 +255,9 @@ def search_history(
         total = _count(index, filt, ["n.searchable = 1", fts])
     else:
         # Only searchable nodes are in the FTS tables, and the match is exact: count there.
-        total = index.conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (filt.params["fts"],)).fetchone()[0]  # noqa: S608
+        total = index.conn.execute(
+            f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (filt.params["fts"],)
+        ).fetchone()[0]
     if total >= WALK_DENSITY * _node_count(index):
         return _walk(index, query, filt, offset, limit, needle, total)
     return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle, total)
@@ -270,12 +274,19 @@ def _node_count(index: SearchIndex) -> int:
 
 
 def _count(index: SearchIndex, filt: _Filter, extra: list[str]) -> int:
-    sql = f"SELECT count(*) FROM nodes n JOIN records r ON r.rowid = n.record WHERE {filt.where(*extra)}"  # noqa: S608
+    sql = f"SELECT count(*) FROM nodes n JOIN records r ON r.rowid = n.record WHERE {filt.where(*extra)}"
     return int(index.conn.execute(sql, filt.params).fetchone()[0])
 
 
 def _result(
-    index: SearchIndex, query: str, match: MatchMode, rows: list[Any], needle: str, total: int, offset: int, limit: int
+    index: SearchIndex,
+    query: str,
+    match: MatchMode,
+    rows: list[Any],
+    needle: str,
+    total: int,
+    offset: int,
+    limit: int,
 ) -> SearchResult:
     matches = []
     for row in rows:
@@ -295,7 +306,7 @@ def _walk(
 ) -> SearchResult:
     """Common needles: read nodes newest first and keep those whose text has the needle."""
     rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE {filt.where('n.searchable = 1')} "  # noqa: S608
+        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE {filt.where('n.searchable = 1')} "
         "ORDER BY n.to_key DESC, n.id_key",
         filt.params,
     )
@@ -330,7 +341,7 @@ def _page(
     ids = [
         rowid
         for (rowid,) in index.conn.execute(
-            f"SELECT n.rowid FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where} "  # noqa: S608
+            f"SELECT n.rowid FROM nodes n JOIN records r ON r.rowid = n.record WHERE {where} "
             "ORDER BY n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
             {**filt.params, "limit": limit, "offset": offset},
         )
@@ -345,22 +356,30 @@ def _rows(index: SearchIndex, rowids: list[int]) -> list[Any]:
     marks = ",".join("?" * len(rowids))
     found = {
         row[0]: row
-        for row in index.conn.execute(f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.rowid IN ({marks})", rowids)  # noqa: S608
+        for row in index.conn.execute(
+            f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.rowid IN ({marks})", rowids
+        )
     }
     return [found[r] for r in rowids if r in found]
 
 
-def _scan(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int, needle: str) -> SearchResult:
+def _scan(
+    index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int, needle: str
+) -> SearchResult:
     """One or two characters that are not CJK: no index can narrow them, so read the texts."""
     rows = index.conn.execute(
-        f"SELECT n.rowid, t.text, t.text_json FROM {_NODE_FROM} "  # noqa: S608
+        f"SELECT n.rowid, t.text, t.text_json FROM {_NODE_FROM} "
         f"WHERE {filt.where('n.searchable = 1')} ORDER BY n.to_key DESC, n.id_key",
         filt.params,
     )
     hits = [
-        rowid for rowid, text, text_json in rows if needle in (json.loads(text_json) if text_json else text).lower()
+        rowid
+        for rowid, text, text_json in rows
+        if needle in (json.loads(text_json) if text_json else text).lower()
     ]
-    return _result(index, query, "literal", _rows(index, hits[offset : offset + limit]), needle, len(hits), offset, limit)
+    return _result(
+        index, query, "literal", _rows(index, hits[offset : offset + limit]), needle, len(hits), offset, limit
+    )
 
 
 def _drop_common(index: SearchIndex, terms: list[str], filt: _Filter) -> list[str]:
@@ -370,7 +389,7 @@ def _drop_common(index: SearchIndex, terms: list[str], filt: _Filter) -> list[st
     of the index; the query's rarer terms decide the ranking anyway. A query made only of
     common terms keeps them all.
     """
-    if len(terms) < 2:  # noqa: PLR2004 - nothing to weigh a single term against
+    if len(terms) < 2:  # nothing to weigh a single term against
         return terms
     if filt.narrowing:
         # Common within what is searched: a name in every turn of one conversation is noise
@@ -383,7 +402,9 @@ def _drop_common(index: SearchIndex, terms: list[str], filt: _Filter) -> list[st
     else:
         limit = COMMON_TERM_SHARE * _node_count(index)
         counts = {
-            t: index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_quote(t),)).fetchone()[0]
+            t: index.conn.execute(
+                "SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_quote(t),)
+            ).fetchone()[0]
             for t in terms
         }
     rare = [t for t in terms if counts[t] <= limit]
@@ -410,7 +431,7 @@ def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: in
         # fetched, the cut could be arbitrary: then the full query below decides.
         want = offset + limit + TERMS_TIE_MARGIN
         best = index.conn.execute(
-            f"SELECT rowid, {score} AS score FROM nodes_terms WHERE nodes_terms MATCH :fts "  # noqa: S608
+            f"SELECT rowid, {score} AS score FROM nodes_terms WHERE nodes_terms MATCH :fts "
             "ORDER BY bm25(nodes_terms, :w0, :ws) LIMIT :n",
             {**weights, "n": want},
         ).fetchall()
@@ -422,18 +443,20 @@ def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: in
         filt.params.update(weights)
         where = filt.where("n.searchable = 1", "nodes_terms MATCH :fts")
         source = "FROM nodes_terms JOIN nodes n ON n.rowid = nodes_terms.rowid JOIN records r ON r.rowid = n.record"
-        total = index.conn.execute(f"SELECT count(*) {source} WHERE {where}", filt.params).fetchone()[0]  # noqa: S608
+        total = index.conn.execute(f"SELECT count(*) {source} WHERE {where}", filt.params).fetchone()[0]
         ranked = index.conn.execute(
-            f"SELECT n.rowid, {score} AS score {source} WHERE {where} "  # noqa: S608
+            f"SELECT n.rowid, {score} AS score {source} WHERE {where} "
             "ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
             {**filt.params, "limit": limit, "offset": offset},
         ).fetchall()
     else:
-        total = index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts,)).fetchone()[0]
+        total = index.conn.execute(
+            "SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts,)
+        ).fetchone()[0]
         keys = {
             rowid: (to_key, id_key)
             for rowid, to_key, id_key in index.conn.execute(
-                f"SELECT rowid, to_key, id_key FROM nodes WHERE rowid IN ({','.join('?' * len(best))})",  # noqa: S608
+                f"SELECT rowid, to_key, id_key FROM nodes WHERE rowid IN ({','.join('?' * len(best))})",
                 [r for r, _ in best],
             )
         }
@@ -447,7 +470,9 @@ def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: in
         text = _exact_text(row)
         lowered = text.lower()
         hits = [h for h in (_utf16_index(lowered, t) for t in terms) if h >= 0]
-        matches.append(_match(index, row, snippet_at(text, min(hits) if hits else 0), round(scores[row[0]], 6)))
+        matches.append(
+            _match(index, row, snippet_at(text, min(hits) if hits else 0), round(scores[row[0]], 6))
+        )
     return SearchResult(
         query=query,
         match="terms",
@@ -465,7 +490,7 @@ def _unit(units: bytes, i: int) -> int:
 
 
 def page_text(text: str, offset: int, limit: int) -> tuple[str, int, int | None]:
-    """pbot's text page: (slice, length, nextOffset), moving the ends off a surrogate pair's middle.
+    """Pbot's text page: (slice, length, nextOffset), moving the ends off a surrogate pair's middle.
 
     An offset on a low surrogate steps back one unit; an end just after a high surrogate steps
     back one unit, or forward one when the page would otherwise be a single unit.
@@ -485,7 +510,7 @@ def page_text(text: str, offset: int, limit: int) -> tuple[str, int, int | None]
 
 def _node_row(index: SearchIndex, node_id: str) -> Sequence[Any]:
     row = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.id = ? ORDER BY r.rowid LIMIT 1",  # noqa: S608
+        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.id = ? ORDER BY r.rowid LIMIT 1",
         (node_id,),
     ).fetchone()
     if row is None:
@@ -498,7 +523,7 @@ def _briefs(index: SearchIndex, record: int, ids: list[str]) -> list[NodeBrief]:
         return []
     placeholders = ",".join("?" * len(ids))
     rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",  # noqa: S608
+        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",
         (record, *ids),
     ).fetchall()
     by_id: dict[str, Sequence[Any]] = {}
@@ -526,7 +551,9 @@ def read_node(
         raise BadRange(f"{error} of node {node_id}") from None
     children: list[str] = json.loads(row[11])
     child_page = children[children_offset : children_offset + CHILDREN_PAGE]
-    next_children = children_offset + CHILDREN_PAGE if children_offset + CHILDREN_PAGE < len(children) else None
+    next_children = (
+        children_offset + CHILDREN_PAGE if children_offset + CHILDREN_PAGE < len(children) else None
+    )
     return NodePage.model_validate(
         {
             **_brief(row),

@@ -18,7 +18,7 @@ SNIPPET_CHARS = 240
 def local_time(iso: str) -> str:
     """An ISO timestamp as local ``YYYY-MM-DD HH:MM`` (or as given when it does not parse)."""
     try:
-        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(iso)
     except ValueError:
         return iso
     if moment.tzinfo is not None:
@@ -37,5 +37,7 @@ def highlight(snippet: str, query: str, *, terms: bool) -> Text:
     needles = query_terms(query) if terms else [js_trim(query)]
     for needle in needles:
         if needle:
-            rendered.highlight_regex(re.compile(re.escape(needle), re.IGNORECASE), style="bold black on yellow")
+            rendered.highlight_regex(
+                re.compile(re.escape(needle), re.IGNORECASE), style="bold black on yellow"
+            )
     return rendered

@@ -68,7 +68,7 @@ class IdleClock:
     def _run(self, cancel: threading.Event) -> None:
         try:
             self.worker.run(cancel)
-        except Exception as error:  # noqa: BLE001 - the worker's failure is reported, the service goes on
+        except Exception as error:  # the worker's failure is reported, the service goes on
             self.last_error = f"{self.worker.name}: {error!r}"
             log.exception("idle worker failed", worker=self.worker.name)
             if self.on_error is not None:

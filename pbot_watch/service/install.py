@@ -166,7 +166,7 @@ def _fill(template: str, values: Mapping[str, str]) -> str:
 
 
 def _check_value(value: str) -> str:
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):  # noqa: PLR2004 - ASCII control range
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):  # ASCII control range
         raise ServiceError(f"cannot put {value!r} in a service file: it holds a control character")
     return value
 
@@ -225,7 +225,8 @@ def render_launchd(command: list[str], environment: Mapping[str, str], log_file:
             "LABEL": LAUNCHD_LABEL,
             "PROGRAM_ARGUMENTS": "\n".join(f"    {string(arg)}" for arg in command),
             "ENVIRONMENT": "\n".join(
-                f"    <key>{xml_escape(_check_value(k))}</key>\n    {string(v)}" for k, v in environment.items()
+                f"    <key>{xml_escape(_check_value(k))}</key>\n    {string(v)}"
+                for k, v in environment.items()
             ),
             "LOG_FILE": xml_escape(_check_value(str(log_file))),
         },
@@ -261,9 +262,15 @@ def plan(
                 Step(argv=[*ctl, "daemon-reload"], why="make systemd read the new unit"),
                 Step(argv=[*ctl, "enable", "--now", UNIT_NAME], why="start it now and at every login"),
             ],
-            restart_steps=[Step(argv=[*ctl, "try-restart", UNIT_NAME], why="a running service picks up the change")],
+            restart_steps=[
+                Step(argv=[*ctl, "try-restart", UNIT_NAME], why="a running service picks up the change")
+            ],
             uninstall_steps=[
-                Step(argv=[*ctl, "disable", "--now", UNIT_NAME], required=False, why="stop it and drop it from login"),
+                Step(
+                    argv=[*ctl, "disable", "--now", UNIT_NAME],
+                    required=False,
+                    why="stop it and drop it from login",
+                ),
                 Step(argv=[*ctl, "daemon-reload"], required=False, why="forget the removed unit"),
             ],
             hints=[
@@ -285,13 +292,21 @@ def plan(
         log_file=log_file,
         install_steps=[
             # A loaded agent keeps its old definition: unload it first (fails harmlessly when not loaded).
-            Step(argv=["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"], required=False, why="unload an old copy"),
+            Step(
+                argv=["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"],
+                required=False,
+                why="unload an old copy",
+            ),
             Step(argv=["launchctl", "enable", f"{domain}/{LAUNCHD_LABEL}"], why="allow it to load"),
             Step(argv=["launchctl", "bootstrap", domain, str(path)], why="load and start it"),
         ],
         restart_steps=[],
         uninstall_steps=[
-            Step(argv=["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"], required=False, why="stop and unload it"),
+            Step(
+                argv=["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"],
+                required=False,
+                why="stop and unload it",
+            ),
         ],
         hints=[
             f"logs: tail -f {log_file}",
@@ -308,7 +323,9 @@ def _run_steps(steps: list[Step]) -> tuple[list[StepResult], StepResult | None, 
             done = subprocess.run(  # noqa: S603 - fixed argv, no shell
                 step.argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
             )
-            result = StepResult(step=step, returncode=done.returncode, output=(done.stdout + done.stderr).strip())
+            result = StepResult(
+                step=step, returncode=done.returncode, output=(done.stdout + done.stderr).strip()
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             result = StepResult(step=step, returncode=-1, output=str(error))
         ran.append(result)
@@ -342,7 +359,9 @@ def uninstall(service: ServicePlan) -> Outcome:
     if shutil.which(tool) is None:
         if existed:
             service.path.unlink()
-        return Outcome(plan=service, file_changed=existed, next_steps=service.uninstall_steps, tool_missing=tool)
+        return Outcome(
+            plan=service, file_changed=existed, next_steps=service.uninstall_steps, tool_missing=tool
+        )
     ran, failed, left = _run_steps(stop)
     if existed:
         service.path.unlink()

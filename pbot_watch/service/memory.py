@@ -51,4 +51,4 @@ def use_system_allocator() -> None:
     os.environ[ALLOCATOR_VAR] = "malloc"
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, sys.orig_argv)
+    os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - the same command, re-executed in place

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -69,10 +69,8 @@ def _chunks(paths: list[Path]) -> Iterator[list[Path]]:
     chunk: list[Path] = []
     size = 0
     for path in paths:
-        try:
+        with suppress(OSError):
             size += os.stat(path).st_size
-        except OSError:
-            pass
         chunk.append(path)
         if len(chunk) >= CHUNK_FILES or size >= CHUNK_BYTES:
             yield chunk
@@ -316,7 +314,8 @@ class Server:
                 deadline = time.monotonic() + BATCH_SECONDS
 
     def _sync(self, paths: list[Path]) -> None:
-        assert self.tailer is not None and self.context is not None
+        assert self.tailer is not None
+        assert self.context is not None
         with self.context.records_lock:
             report = self.tailer.sync(paths, catching_up=self._catching_up)
         if self._catching_up:
@@ -456,7 +455,7 @@ class Server:
         try:
             write_status(self.settings.state_dir, status)
         except OSError as error:
-            log.error("cannot write status", error=str(error))
+            log.error("status_write_failed", error=str(error))  # noqa: TRY400 - expected (disk full), no traceback
         self._last_write = time.monotonic()
 
     def _heartbeat(self) -> None:

@@ -181,9 +181,9 @@ class Tailer:
         out = []
         for path in sorted(present):
             known = self.known.get(path)
-            if known is not None and known.skipped and known.workspace and not excluded(known.workspace):
-                out.append(path)
-            elif self.needs_read(path):
+            if (
+                known is not None and known.skipped and known.workspace and not excluded(known.workspace)
+            ) or self.needs_read(path):
                 out.append(path)
         return out
 
@@ -298,7 +298,7 @@ class Tailer:
         for listener in self.listeners:
             try:
                 listener(record, session_id)
-            except Exception as error:  # noqa: BLE001 - a listener's bug must not stop indexing
+            except Exception as error:  # a listener's bug must not stop indexing
                 log.exception("record listener failed", listener=repr(listener), record=str(record))
                 if self.on_error:
                     self.on_error(f"record listener {listener!r} failed on {record}: {error!r}")

@@ -56,7 +56,7 @@ class Summarizer(Protocol):
     def summarize(self, text: str, cancel: threading.Event) -> Summary: ...
 
 
-class Cancelled(Exception):  # noqa: N818 - a state, not an error
+class Cancelled(Exception):  # a state, not an error
     """The person came back: the call was abandoned and the node stays pending."""
 
 
@@ -74,10 +74,11 @@ class NotShorter(SummaryFailed):
 
 class ModelRefused(SummaryFailed):
     """The model refuses every request (bad key, unknown model, no permission): asking for the
-    next node would fail the same way, so the run stops and status shows why."""
+    next node would fail the same way, so the run stops and status shows why.
+    """
 
 
-class LimitReached(Exception):  # noqa: N818 - a state, not an error
+class LimitReached(Exception):  # a state, not an error
     """A daily or per-idle limit is reached: the queue waits, and status says which one."""
 
 
@@ -109,13 +110,13 @@ def split_units(text: str, budget: int) -> list[str]:
     Cuts fall between code points, so a surrogate pair (an emoji, a rare CJK character) is never
     split; a piece is never empty, even when ``budget`` is smaller than one character.
     """
-    if budget < 2:  # noqa: PLR2004 - one astral character needs two units
+    if budget < 2:  # one astral character needs two units
         raise ValueError("budget must be at least 2 UTF-16 units")
     pieces: list[str] = []
     start = 0
     used = 0
     for index, char in enumerate(text):
-        width = 2 if ord(char) > 0xFFFF else 1  # noqa: PLR2004 - UTF-16 width of an astral code point
+        width = 2 if ord(char) > 0xFFFF else 1  # UTF-16 width of an astral code point
         if used + width > budget and index > start:
             pieces.append(text[start:index])
             start, used = index, 0
@@ -131,7 +132,7 @@ def summarize_in_parts(
     ask: Callable[[str], Summary],
     model: str,
 ) -> Summary:
-    """pbot's ``historySummarizer`` loop: while the input is over budget, summarize it in parts
+    """Pbot's ``historySummarizer`` loop: while the input is over budget, summarize it in parts
     and join the parts; every round must shrink the text, else ``NotShorter``. The last round is
     one call on an input that fits. Tokens and calls of every round are added up.
     """
@@ -164,7 +165,7 @@ def summarize_in_parts(
 
 
 def budget_for_context(context_tokens: int | None, default_context: int = 8192) -> int:
-    """pbot's budget: half the context window, between 2,000 and 24,000 units.
+    """Pbot's budget: half the context window, between 2,000 and 24,000 units.
 
     An unknown model gets a context of ``default_context`` tokens, small enough for the local
     models people run with their default window.

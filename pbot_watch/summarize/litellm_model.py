@@ -93,7 +93,7 @@ def is_transient(error: BaseException) -> bool:
     ):
         return False
     status = getattr(error, "status_code", None)
-    return isinstance(status, int) and status >= 500  # noqa: PLR2004
+    return isinstance(status, int) and status >= 500
 
 
 class _LoopThread:

@@ -289,7 +289,7 @@ def _keywords(text: str, exclude: set[str], limit: int = MAX_ITEMS) -> list[str]
     bare = _LABELS.sub(" ", text)
     for word in _WORD.findall(bare):
         lower = word.lower().strip(".-_")
-        if lower not in _STOPWORDS and not any(lower in name for name in exclude) and len(lower) > 2:  # noqa: PLR2004
+        if lower not in _STOPWORDS and not any(lower in name for name in exclude) and len(lower) > 2:
             counts[lower] += 1
     # CJK text has no spaces: count two-character runs, the unit a search also uses.
     for run in re.findall(r"[\u4e00-\u9fff]{2,}", bare):

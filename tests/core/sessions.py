@@ -89,7 +89,13 @@ class SessionBuilder:
         return self.message({"role": "user", "content": content}, **kw)
 
     def assistant(
-        self, text: str | None = "ok", stop: str = "stop", *, tool: bool = False, thinking: str | None = None, **kw: Any
+        self,
+        text: str | None = "ok",
+        stop: str = "stop",
+        *,
+        tool: bool = False,
+        thinking: str | None = None,
+        **kw: Any,
     ) -> str:
         content: list[dict[str, Any]] = []
         if thinking is not None:
@@ -97,17 +103,35 @@ class SessionBuilder:
         if text is not None:
             content.append({"type": "text", "text": text})
         if tool:
-            content.append({"type": "toolCall", "id": f"call_{self.counter}", "name": "bash", "arguments": {"command": "ls"}})
-        message = {"role": "assistant", "content": content, "api": "openai-completions", "provider": "fake",
-                   "model": "fake-1", "stopReason": stop}
+            content.append(
+                {
+                    "type": "toolCall",
+                    "id": f"call_{self.counter}",
+                    "name": "bash",
+                    "arguments": {"command": "ls"},
+                }
+            )
+        message = {
+            "role": "assistant",
+            "content": content,
+            "api": "openai-completions",
+            "provider": "fake",
+            "model": "fake-1",
+            "stopReason": stop,
+        }
         if stop in ("error", "aborted"):
             message["errorMessage"] = "Request was aborted" if stop == "aborted" else "503 overloaded"
         return self.message(message, **kw)
 
     def tool_result(self, output: str = "done", **kw: Any) -> str:
         return self.message(
-            {"role": "toolResult", "toolCallId": f"call_{self.counter}", "toolName": "bash",
-             "content": [{"type": "text", "text": output}], "isError": False},
+            {
+                "role": "toolResult",
+                "toolCallId": f"call_{self.counter}",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": output}],
+                "isError": False,
+            },
             **kw,
         )
 
@@ -133,17 +157,45 @@ class SessionBuilder:
 # ---- hypothesis: whole session trees ---------------------------------------------------
 
 KINDS = (
-    "user", "user", "user", "stop", "stop", "stop", "tool", "length", "aborted", "error",
-    "toolResult", "info", "label", "custom", "custom_message", "image", "no_text", "thinking",
+    "user",
+    "user",
+    "user",
+    "stop",
+    "stop",
+    "stop",
+    "tool",
+    "length",
+    "aborted",
+    "error",
+    "toolResult",
+    "info",
+    "label",
+    "custom",
+    "custom_message",
+    "image",
+    "no_text",
+    "thinking",
 )
 TEXTS = st.text(
-    alphabet=st.sampled_from(list("ab c\n\t") + ["é", "中", "文", "😀", "\u2028", "\u3000", "\u00a0", "Z"]),
+    alphabet=st.sampled_from([*list("ab c\n\t"), "é", "中", "文", "😀", "\u2028", "\u3000", "\xa0", "Z"]),
     min_size=0,
     max_size=12,
 )
 
 
-ODD_TEXT_VALUES: tuple[Any, ...] = (5, 1.5, 1e21, 1e-7, -0.0, 2**60, None, True, [1, None, "a", [2, 3]], {"a": 1}, "")
+ODD_TEXT_VALUES: tuple[Any, ...] = (
+    5,
+    1.5,
+    1e21,
+    1e-7,
+    -0.0,
+    2**60,
+    None,
+    True,
+    [1, None, "a", [2, 3]],
+    {"a": 1},
+    "",
+)
 ODD_LINKS: tuple[Any, ...] = (MISSING, "", None)
 
 
@@ -200,7 +252,10 @@ def session_builders(
         if kind == "user":
             new = builder.user(text, **kw)
         elif kind == "image":
-            new = builder.user([{"type": "text", "text": text}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}], **kw)
+            new = builder.user(
+                [{"type": "text", "text": text}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+                **kw,
+            )
         elif kind in ("stop", "length", "aborted", "error"):
             new = builder.assistant(text, kind, **kw)
         elif kind == "tool":
@@ -208,7 +263,9 @@ def session_builders(
         elif kind == "thinking":
             new = builder.assistant(text, "stop", thinking="hmm", **kw)
         elif kind == "no_text":
-            new = builder.message({"role": "assistant", "content": [{"type": "text"}], "stopReason": "stop"}, **kw)
+            new = builder.message(
+                {"role": "assistant", "content": [{"type": "text"}], "stopReason": "stop"}, **kw
+            )
         elif kind == "toolResult":
             new = builder.tool_result(text, **kw)
         elif kind == "info":
@@ -243,7 +300,7 @@ def has_cycle(entries: list[dict[str, Any]]) -> bool:
 
 def history_of(data: bytes) -> Any:
     """``SessionHistory`` of a whole file (``None`` without exchanges), through ``SessionFile``."""
-    from pbot_watch.history.project import SessionFile  # noqa: PLC0415
+    from pbot_watch.history.project import SessionFile
 
     state = SessionFile()
     state.feed(data)
@@ -252,7 +309,7 @@ def history_of(data: bytes) -> Any:
 
 def record_of(data: bytes, previous: dict[str, Any] | None = None, record_id: str = "rec") -> dict[str, Any]:
     """The record of a whole file, with a fixed record id (or ``previous``'s)."""
-    from pbot_watch.history.nodes import index_history  # noqa: PLC0415
+    from pbot_watch.history.nodes import index_history
 
     history = history_of(data)
     assert history is not None

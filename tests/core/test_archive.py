@@ -42,8 +42,14 @@ def pbot_record(workspace: Path, **extra: Any) -> Path:
     for node in record["nodes"]:
         if node["kind"] == "summary":
             node.update(text="pbot wrote this summary", ready=True)
-    record = {"id": record["id"], "sessionId": record["sessionId"], "name": record["name"],
-              "file": "/old/path/session.jsonl", **extra, "nodes": record["nodes"]}
+    record = {
+        "id": record["id"],
+        "sessionId": record["sessionId"],
+        "name": record["name"],
+        "file": "/old/path/session.jsonl",
+        **extra,
+        "nodes": record["nodes"],
+    }
     path.unlink()
     target = path.with_name(record["id"] + ".json")
     target.write_text(json.dumps(record, ensure_ascii=False))
@@ -186,7 +192,9 @@ class TestAtomicWrite:
                 sys.exit(3)
             """
         )
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        )
         assert 3 == result.returncode, result.stderr
         assert '{"old": true}' == target.read_text()
         assert [target] == list(folder.iterdir())

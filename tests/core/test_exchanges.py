@@ -26,7 +26,9 @@ class TestExchangeText:
     def test_images_become_a_mark(self) -> None:
         """An image block is written as [图片], joined to text blocks by newlines."""
         b = SessionBuilder()
-        u = b.user([{"type": "text", "text": "look"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}])
+        u = b.user(
+            [{"type": "text", "text": "look"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}]
+        )
         a = b.assistant("a cat")
         assert [[([u, a], True, U + "look\n[图片]" + A + "a cat")]] == exchanges_of(b.bytes())
 
@@ -40,9 +42,16 @@ class TestExchangeText:
     def test_non_string_text_is_printed_as_javascript(self) -> None:
         """Numbers, null and arrays in ``text`` print as JavaScript's String() does."""
         b = SessionBuilder()
-        u = b.message({"role": "user", "content": [
-            {"type": "text", "text": 1e-7}, {"type": "text", "text": None}, {"type": "text", "text": [1, None, "x"]},
-        ]})
+        u = b.message(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": 1e-7},
+                    {"type": "text", "text": None},
+                    {"type": "text", "text": [1, None, "x"]},
+                ],
+            }
+        )
         a = b.assistant("ok")
         assert [[([u, a], True, U + "1e-7\nnull\n1,,x" + A + "ok")]] == exchanges_of(b.bytes())
 
@@ -81,7 +90,9 @@ class TestExchangeBoundaries:
         u1 = b.user("first")
         u2 = b.user("and then")
         a = b.assistant("answer")
-        assert [[([u1, u2, a], True, U + "first\n\n" + U + "and then" + A + "answer")]] == exchanges_of(b.bytes())
+        assert [[([u1, u2, a], True, U + "first\n\n" + U + "and then" + A + "answer")]] == exchanges_of(
+            b.bytes()
+        )
 
     def test_length_cut_keeps_exchange_open(self) -> None:
         """An answer cut by ``length`` does not close; the next user message joins (fixture 03's case)."""
@@ -90,9 +101,9 @@ class TestExchangeBoundaries:
         b.assistant("partial...", "length")
         u2 = b.user("next question")
         a = b.assistant("answer")
-        assert [[([u1, u2, a], True, U + "long please\n\n" + U + "next question" + A + "answer")]] == exchanges_of(
-            b.bytes()
-        )
+        assert [
+            [([u1, u2, a], True, U + "long please\n\n" + U + "next question" + A + "answer")]
+        ] == exchanges_of(b.bytes())
 
     def test_aborted_answer_closes_incomplete_on_next_user(self) -> None:
         """An aborted answer ends its exchange as not completed when the next user message comes."""
@@ -100,9 +111,9 @@ class TestExchangeBoundaries:
         u1 = b.user("slow task")
         a1 = b.assistant("half", "aborted")
         u2, a2 = b.turn("other", "fine")
-        assert [[([u1, a1], False, U + "slow task" + A + "half"), ([u2, a2], True, U + "other" + A + "fine")]] == (
-            exchanges_of(b.bytes())
-        )
+        assert [
+            [([u1, a1], False, U + "slow task" + A + "half"), ([u2, a2], True, U + "other" + A + "fine")]
+        ] == (exchanges_of(b.bytes()))
 
     def test_error_answer_closes_incomplete_on_next_user(self) -> None:
         """An error answer is kept as the answer of a not-completed exchange."""
@@ -110,9 +121,9 @@ class TestExchangeBoundaries:
         u1 = b.user("flaky")
         a1 = b.assistant(None, "error")
         u2, a2 = b.turn("again", "ok")
-        assert [[([u1, a1], False, U + "flaky" + A), ([u2, a2], True, U + "again" + A + "ok")]] == exchanges_of(
-            b.bytes()
-        )
+        assert [
+            [([u1, a1], False, U + "flaky" + A), ([u2, a2], True, U + "again" + A + "ok")]
+        ] == exchanges_of(b.bytes())
 
     def test_retry_after_error_drops_failed_attempt(self) -> None:
         """Pi's automatic retry answers the same user message: the failed attempt is not listed."""

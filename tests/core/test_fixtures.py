@@ -39,10 +39,15 @@ class TestRealV3:
     def test_02_tool_calls_leave_only_final_answers(self) -> None:
         """Tool calls and thinking are dropped: each exchange is the question and the final answer."""
         branches = exchanges_of(data(V3 / "02-tool-calls.jsonl"))
-        assert [["0c9116ca", "581a1106"], ["41366643", "a1e59f44"], ["4e833107", "bd565fda"], ["259f01c1", "f0e95acf"]] == [
-            ex[0] for ex in branches[0]
-        ]
-        assert branches[0][0][2].startswith("用户：\nList the project files [[bash: ls -la]]\n\n助手：\nFinal answer #5")
+        assert [
+            ["0c9116ca", "581a1106"],
+            ["41366643", "a1e59f44"],
+            ["4e833107", "bd565fda"],
+            ["259f01c1", "f0e95acf"],
+        ] == [ex[0] for ex in branches[0]]
+        assert branches[0][0][2].startswith(
+            "用户：\nList the project files [[bash: ls -la]]\n\n助手：\nFinal answer #5"
+        )
         assert all(completed for _, completed, _ in branches[0])
 
     def test_03_kitchen_sink_three_branches(self) -> None:
@@ -50,8 +55,14 @@ class TestRealV3:
         branches = entry_ids(V3 / "03-tour-kitchen-sink.jsonl")
         first = ["77b911ff", "78579fa7"]
         assert [
-            [first, ["5f9c66ba", "acd5d26e"], ["95c53340", "bbf70fce"], ["b91a3f69", "616581cd"],
-             ["7d8b1fa9", "e66c10c7"], ["e5fbf98b", "4ec298ae", "7d642dea"]],
+            [
+                first,
+                ["5f9c66ba", "acd5d26e"],
+                ["95c53340", "bbf70fce"],
+                ["b91a3f69", "616581cd"],
+                ["7d8b1fa9", "e66c10c7"],
+                ["e5fbf98b", "4ec298ae", "7d642dea"],
+            ],
             [first, ["fcdeea7c", "9ba3e70a"]],
             [first, ["52292155", "5ff08f70"]],
         ] == branches
@@ -85,7 +96,12 @@ class TestRealV3:
         assert ["rec:0:78579fa7", "rec:0:acd5d26e", "rec:0:bbf70fce", "rec:0:616581cd"] == summary["children"]
         session = record["nodes"][-1]
         assert [
-            "rec:1:616581cd", "rec:0:78579fa7", "rec:0:e66c10c7", "rec:0:7d642dea", "rec:0:9ba3e70a", "rec:0:5ff08f70",
+            "rec:1:616581cd",
+            "rec:0:78579fa7",
+            "rec:0:e66c10c7",
+            "rec:0:7d642dea",
+            "rec:0:9ba3e70a",
+            "rec:0:5ff08f70",
         ] == session["children"]
         first = next(n for n in record["nodes"] if n["id"] == "rec:0:78579fa7")
         assert ["rec:1:616581cd", "rec"] == first["parents"]
@@ -94,7 +110,9 @@ class TestRealV3:
     @pytest.mark.parametrize("name", ["04-tour-fork.jsonl", "05-tour-clone.jsonl"])
     def test_04_05_fork_and_clone_copy_ids(self, name: str) -> None:
         """Fork and clone keep 03's entry ids for the copied path and add one turn of their own."""
-        assert [[["77b911ff", "78579fa7"], ["5f9c66ba", "acd5d26e"], ["fbd79d79", "b13978cb"]]] == entry_ids(V3 / name)
+        assert [[["77b911ff", "78579fa7"], ["5f9c66ba", "acd5d26e"], ["fbd79d79", "b13978cb"]]] == entry_ids(
+            V3 / name
+        )
         assert "RPC feature tour" == history_of(data(V3 / name)).name
 
     def test_06_branching_three_tips(self) -> None:
@@ -173,7 +191,9 @@ class TestOnload:
         repaired = SessionFile()
         repaired.feed(data(ONLOAD / "torn.after.jsonl"))
         assert 1 == repaired.reader.malformed
-        assert [[["b0000001", "b0000002"], ["6b442807", "1f022b96"]]] == entry_ids(ONLOAD / "torn.after.jsonl")
+        assert [[["b0000001", "b0000002"], ["6b442807", "1f022b96"]]] == entry_ids(
+            ONLOAD / "torn.after.jsonl"
+        )
 
     def test_empty_file_is_not_yet_a_session(self) -> None:
         """A 0-byte file has no header yet; after Pi initialised it, one exchange."""

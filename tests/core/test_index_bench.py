@@ -17,8 +17,19 @@ class TestIndexThroughputBench:
     def test_tiny_run_reports_figures(self) -> None:
         """A 12-session, 1 MB corpus: every session indexed, every figure printed."""
         result = subprocess.run(
-            [sys.executable, str(REPO / "bench" / "index_throughput.py"),
-             "--sessions", "12", "--size-mb", "1", "--workspaces", "3", "--repeat", "1", "--json"],
+            [
+                sys.executable,
+                str(REPO / "bench" / "index_throughput.py"),
+                "--sessions",
+                "12",
+                "--size-mb",
+                "1",
+                "--workspaces",
+                "3",
+                "--repeat",
+                "1",
+                "--json",
+            ],
             capture_output=True,
             text=True,
             timeout=170,

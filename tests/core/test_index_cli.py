@@ -46,7 +46,11 @@ class TestIndexCommand:
         config = tmp_path / "config.toml"
         config.write_text(f'sessions = ["{sessions}"]\narchive = "{archive}"\n')
         result = subprocess.run(
-            ["pbot-watch", "index"], capture_output=True, text=True, check=False, timeout=120,
+            ["pbot-watch", "index"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
             env={**os.environ, "PBOT_WATCH_CONFIG": str(config)},
         )
         assert 0 == result.returncode, result.stderr

@@ -56,7 +56,11 @@ class TestSync:
         b.turn("second")
         path.write_bytes(b.bytes())
         result = indexer.sync(path)
-        assert (path.stat().st_size - size, False, "written") == (result.bytes_read, result.reread, result.outcome)
+        assert (path.stat().st_size - size, False, "written") == (
+            result.bytes_read,
+            result.reread,
+            result.outcome,
+        )
         assert "idle" == indexer.sync(path).outcome
 
     def test_rewrite_in_place_reads_again(self, tmp_path: Path) -> None:
@@ -137,8 +141,13 @@ class TestIndexAll:
         roots = tmp_path / "sessions"
         original = SessionBuilder(session_id="s-same", cwd=str(tmp_path))
         original.turn("shared")
-        copy = SessionBuilder(session_id="s-same", cwd=str(tmp_path), entries=list(original.entries),
-                              leaf=original.leaf, counter=50)
+        copy = SessionBuilder(
+            session_id="s-same",
+            cwd=str(tmp_path),
+            entries=list(original.entries),
+            leaf=original.leaf,
+            counter=50,
+        )
         original.turn("only in the original")
         copy.turn("only in the copy")
         session(roots, "a.jsonl", original)
@@ -166,7 +175,11 @@ class TestIndexCommandWarnings:
         gone.turn("q")
         session(roots, "x.jsonl", gone)
         result = subprocess.run(
-            ["pbot-watch", "index", "--sessions", str(roots)], capture_output=True, text=True, timeout=60, check=False
+            ["pbot-watch", "index", "--sessions", str(roots)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert 0 == result.returncode, result.stderr
         assert "nowhere no longer exists" in result.stderr
@@ -197,7 +210,9 @@ class TestWriteFailures:
             print(json.dumps({{"written": report.written, "skipped": report.skipped, "warnings": report.warnings}}))
             """
         )
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        )
         assert 0 == result.returncode, result.stderr
         report = json.loads(result.stdout)
         assert (1, 1) == (report["written"], report["skipped"])

@@ -67,7 +67,9 @@ class TestGrouping:
         turns = [b.turn(f"q{i}") for i in range(21)]
         record = record_of(b.bytes())
         session = record["nodes"][-1]
-        assert [f"rec:2:{turns[15][1]}", f"rec:1:{turns[19][1]}", f"rec:0:{turns[20][1]}"] == session["children"]
+        assert [f"rec:2:{turns[15][1]}", f"rec:1:{turns[19][1]}", f"rec:0:{turns[20][1]}"] == session[
+            "children"
+        ]
 
     def test_session_node_fields(self) -> None:
         """The session node holds the name, the time span of all nodes and whether all are completed."""
@@ -77,7 +79,17 @@ class TestGrouping:
         record = record_of(b.bytes())
         session = record["nodes"][-1]
         assert list(session) == [
-            "id", "kind", "level", "entryIds", "text", "ready", "completed", "from", "to", "parents", "children",
+            "id",
+            "kind",
+            "level",
+            "entryIds",
+            "text",
+            "ready",
+            "completed",
+            "from",
+            "to",
+            "parents",
+            "children",
         ]
         assert (False, True, []) == (session["completed"], session["ready"], session["entryIds"])
         assert session["from"] == record["nodes"][0]["from"]
@@ -103,7 +115,9 @@ class TestGrouping:
         record = record_of(b.bytes())
         nodes = by_id(record)
         shared = f"rec:1:{fork}"
-        assert [f"rec:1:{left[-1][1]}"] == [n["id"] for n in nodes.values() if n["level"] == 1 and n["id"] != shared]
+        assert [f"rec:1:{left[-1][1]}"] == [
+            n["id"] for n in nodes.values() if n["level"] == 1 and n["id"] != shared
+        ]
         assert ["rec"] == nodes[shared]["parents"]
         session = record["nodes"][-1]
         assert [shared, f"rec:1:{left[-1][1]}", *(f"rec:0:{a}" for _, a in right)] == session["children"]
@@ -182,9 +196,13 @@ class TestReuseRule:
         first = fill_summaries(record_of(b.bytes()))
         summary = next(n for n in first["nodes"] if n["kind"] == "summary")
         summary["ready"] = []
-        assert next(n for n in record_of(b.bytes(), previous=first)["nodes"] if n["kind"] == "summary")["ready"]
+        assert next(n for n in record_of(b.bytes(), previous=first)["nodes"] if n["kind"] == "summary")[
+            "ready"
+        ]
         summary["ready"] = 0
-        assert not next(n for n in record_of(b.bytes(), previous=first)["nodes"] if n["kind"] == "summary")["ready"]
+        assert not next(n for n in record_of(b.bytes(), previous=first)["nodes"] if n["kind"] == "summary")[
+            "ready"
+        ]
 
 
 class TestMissingTimestamps:

@@ -20,14 +20,16 @@ from pbot_watch.history.nodes import index_history
 from pbot_watch.history.project import SessionFile
 from tests.conftest import FIXTURES
 from tests.core.pbot_oracle import Oracle
-from tests.e2e.pi_install import PiInstall
 from tests.core.sessions import SessionBuilder, has_cycle, session_builders
+from tests.e2e.pi_install import PiInstall
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 RECORD_ID = "6c0d1f7e-3b7a-4f7e-9a51-1d0c2b3a4e5f"
 PARITY = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
 
@@ -70,8 +72,11 @@ def fill_missing_times(record: dict[str, Any]) -> dict[str, Any]:
         if node["kind"] == "session":
             nodes.append(node)
             continue
-        order = ("entryIds", "from", "to", "completed", "text") if node["kind"] == "exchange" else (
-            "entryIds", "text", "from", "to", "completed")
+        order = (
+            ("entryIds", "from", "to", "completed", "text")
+            if node["kind"] == "exchange"
+            else ("entryIds", "text", "from", "to", "completed")
+        )
         filled = {key: node.get(key, "") for key in order}
         filled.update((k, v) for k, v in node.items() if k not in filled)
         nodes.append(filled)
@@ -111,7 +116,9 @@ class TestGeneratedTrees:
 
     @PARITY
     @given(builder=session_builders(max_entries=30, untimed=True))
-    def test_missing_timestamps_match_where_pbot_writes(self, oracle: Oracle, builder: SessionBuilder) -> None:
+    def test_missing_timestamps_match_where_pbot_writes(
+        self, oracle: Oracle, builder: SessionBuilder
+    ) -> None:
         """Without timestamps we match pbot's record where it writes one, and still write where it fails."""
         assume(not has_cycle(builder.entries))
         data = builder.bytes()

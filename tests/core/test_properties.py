@@ -42,7 +42,10 @@ def whole(data: bytes) -> SessionFile:
 
 class TestChunking:
     @SETTINGS
-    @given(builder=session_builders(max_entries=50, odd=True), cuts=st.lists(st.integers(min_value=0), max_size=30))
+    @given(
+        builder=session_builders(max_entries=50, odd=True),
+        cuts=st.lists(st.integers(min_value=0), max_size=30),
+    )
     def test_random_chunks_equal_whole_file(self, builder: SessionBuilder, cuts: list[int]) -> None:
         """Bytes fed in random pieces (cut inside lines and UTF-8 characters) give the whole file's record."""
         data = builder.bytes()
@@ -50,7 +53,9 @@ class TestChunking:
 
     @SETTINGS
     @given(builder=session_builders(max_entries=40), cuts=st.lists(st.integers(min_value=0), max_size=20))
-    def test_history_asked_between_chunks_changes_nothing(self, builder: SessionBuilder, cuts: list[int]) -> None:
+    def test_history_asked_between_chunks_changes_nothing(
+        self, builder: SessionBuilder, cuts: list[int]
+    ) -> None:
         """Asking for the history after every piece (as the watcher does) leaves the final record the same."""
         data = builder.bytes()
         state = SessionFile()
@@ -76,7 +81,9 @@ class TestChunking:
 
 class TestGrowth:
     @SETTINGS
-    @given(builder=session_builders(max_entries=80, orphans=False, duplicates=False), split=st.floats(0.1, 0.9))
+    @given(
+        builder=session_builders(max_entries=80, orphans=False, duplicates=False), split=st.floats(0.1, 0.9)
+    )
     def test_grown_file_keeps_ids_and_ready_summaries(self, builder: SessionBuilder, split: float) -> None:
         """Appending keeps every node id of the prefix, and every ready summary whose children did not change."""
         lines = builder.bytes().splitlines(keepends=True)
@@ -130,7 +137,10 @@ class TestGrowth:
         for node in first["nodes"]:
             if node["kind"] != "session":
                 assert node["id"] in after
-                assert (node["text"], node["ready"]) == (after[node["id"]]["text"], after[node["id"]]["ready"])
+                assert (node["text"], node["ready"]) == (
+                    after[node["id"]]["text"],
+                    after[node["id"]]["ready"],
+                )
 
 
 class TestRoundTrip:

@@ -71,10 +71,12 @@ class TestBranches:
     def test_fork_copies_share_node_suffixes(self) -> None:
         """A /fork copies entry ids into a new session: the two records' node ids differ only by record id."""
         source = SessionBuilder(session_id="s-source")
-        u1, a1 = source.turn("shared")
-        fork = SessionBuilder(session_id="s-fork", entries=[dict(e) for e in source.entries], leaf=a1, counter=100)
+        _u1, a1 = source.turn("shared")
+        fork = SessionBuilder(
+            session_id="s-fork", entries=[dict(e) for e in source.entries], leaf=a1, counter=100
+        )
         source.turn("only in source")
-        u2, a2 = fork.turn("only in fork")
+        _u2, a2 = fork.turn("only in fork")
         left = record_of(source.bytes(), record_id="r1")
         right = record_of(fork.bytes(), record_id="r2")
         assert "r1:0:" + a1 in {n["id"] for n in left["nodes"]}

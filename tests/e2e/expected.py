@@ -23,7 +23,9 @@ def role(entry: dict[str, Any]) -> str | None:
 
 def _is_final_answer(entry: dict[str, Any]) -> bool:
     message = entry.get("message") or {}
-    calls_tool = any(block.get("type") == "toolCall" for block in message.get("content") or [] if isinstance(block, dict))
+    calls_tool = any(
+        block.get("type") == "toolCall" for block in message.get("content") or [] if isinstance(block, dict)
+    )
     return message.get("stopReason") == "stop" and not calls_tool
 
 

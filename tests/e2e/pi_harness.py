@@ -12,6 +12,7 @@ as bytes and split on b"\\n" only (Pi's docs/rpc.md, "Framing").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tests.e2e.pi_install import PiInstall
 
@@ -110,7 +111,9 @@ class PiWorld:
         world.env = env
         return world
 
-    def pi_cli(self, *args: str, cwd: Path, timeout: float = PRINT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    def pi_cli(
+        self, *args: str, cwd: Path, timeout: float = PRINT_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``pi ARGS`` to completion (``-p`` turns, ``pi mcp ...``); raise ``PiFailed`` on a bad exit."""
         done = subprocess.run(
             [*self.pi.command(), *args],
@@ -123,7 +126,9 @@ class PiWorld:
             check=False,
         )
         if done.returncode != 0:
-            raise PiFailed(f"pi {' '.join(args)} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+            raise PiFailed(
+                f"pi {' '.join(args)} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+            )
         return done
 
     def print_turn(self, prompt: str, *, cwd: Path, cont: bool) -> str:
@@ -132,8 +137,11 @@ class PiWorld:
         return self.pi_cli(*args, cwd=cwd).stdout
 
     def rpc(self, cwd: Path, *args: str) -> RpcPi:
-        return RpcPi([*self.pi.command(), "--mode", "rpc", "--model", MODEL_REF, "-e", str(EXTENSION), *args],
-                     cwd=cwd, env=self.env)
+        return RpcPi(
+            [*self.pi.command(), "--mode", "rpc", "--model", MODEL_REF, "-e", str(EXTENSION), *args],
+            cwd=cwd,
+            env=self.env,
+        )
 
 
 class RpcPi:
@@ -141,7 +149,12 @@ class RpcPi:
 
     def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
         self.proc = subprocess.Popen(
-            argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.records: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
@@ -160,8 +173,8 @@ class RpcPi:
         while chunk := self.proc.stdout.read1(1 << 16):
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                line = line.removesuffix(b"\r")
+            for raw in lines:
+                line = raw.removesuffix(b"\r")
                 if line:
                     try:
                         self.records.put(json.loads(line))
@@ -176,8 +189,11 @@ class RpcPi:
 
     def _fail(self, message: str) -> PiFailed:
         tail = [json.dumps(r)[:300] for r in self.seen[-15:]]
-        return PiFailed(f"{message}\nlast RPC records:\n" + "\n".join(tail) +
-                        f"\nstderr:\n{self.stderr.decode('utf-8', 'replace')[-3000:]}")
+        return PiFailed(
+            f"{message}\nlast RPC records:\n"
+            + "\n".join(tail)
+            + f"\nstderr:\n{self.stderr.decode('utf-8', 'replace')[-3000:]}"
+        )
 
     def wait_for(
         self,
@@ -215,7 +231,9 @@ class RpcPi:
         self.proc.stdin.write(json.dumps({**payload, "id": request_id}).encode() + b"\n")
         self.proc.stdin.flush()
         response = self.wait_for(
-            lambda r: r.get("type") == "response" and r.get("id") == request_id, f"response to {payload['type']}", timeout
+            lambda r: r.get("type") == "response" and r.get("id") == request_id,
+            f"response to {payload['type']}",
+            timeout,
         )
         if not response.get("success"):
             raise self._fail(f"{payload} failed: {response.get('error')}")
@@ -225,7 +243,9 @@ class RpcPi:
         """Send a prompt and wait until Pi has settled (no retry, compaction or follow-up left)."""
         data = self.command({"type": "prompt", "message": message}, timeout) or {}
         if data.get("disposition") in ("started", "queued"):
-            self.wait_for(lambda r: r.get("type") == "agent_settled", f"agent_settled after {message!r}", timeout)
+            self.wait_for(
+                lambda r: r.get("type") == "agent_settled", f"agent_settled after {message!r}", timeout
+            )
         return data
 
     def navigate(self, entry_id: str, *, summarize: bool) -> str:
@@ -233,8 +253,11 @@ class RpcPi:
         mark = len(self.seen)  # the notification may arrive before the prompt's response
         self.command({"type": "prompt", "message": f"/e2e-nav {entry_id}{' summarize' if summarize else ''}"})
         note = self.wait_for(
-            lambda r: r.get("type") == "extension_ui_request" and r.get("method") == "notify"
-            and str(r.get("message", "")).startswith("e2e-nav"),
+            lambda r: (
+                r.get("type") == "extension_ui_request"
+                and r.get("method") == "notify"
+                and str(r.get("message", "")).startswith("e2e-nav")
+            ),
             "the e2e-nav notification",
             since=mark,
         )
@@ -249,10 +272,8 @@ class RpcPi:
     def close(self, timeout: float = 30) -> int:
         """Close stdin (Pi's orderly shutdown); kill only if it does not exit in time."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -265,7 +286,7 @@ class RpcPi:
                 pipe.close()
         return code
 
-    def __enter__(self) -> RpcPi:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -45,8 +45,18 @@ STAMP = "installed.json"
 NPM_TIMEOUT_S = 240  # below the test's 300 s pytest timeout, so a crawling registry skips instead
 PING_TIMEOUT_S = 20
 # npm error codes that mean "the registry cannot be reached", not "the install is broken".
-_OFFLINE_CODES = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH",
-                  "EHOSTUNREACH", "ERR_SOCKET_TIMEOUT", "UNABLE_TO_GET_ISSUER_CERT", "SELF_SIGNED_CERT")
+_OFFLINE_CODES = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "ETIMEDOUT",
+    "ENETUNREACH",
+    "EHOSTUNREACH",
+    "ERR_SOCKET_TIMEOUT",
+    "UNABLE_TO_GET_ISSUER_CERT",
+    "SELF_SIGNED_CERT",
+)
 
 
 class Unavailable(Exception):
@@ -89,8 +99,15 @@ def node_package_name() -> str | None:
     """The npm package holding the official Node binary for this machine, if there is one."""
     system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win"}.get(platform.system())
     machine = platform.machine().lower()
-    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "armv7l",
-            "ppc64le": "ppc64le", "s390x": "s390x"}.get(machine)
+    arch = {
+        "x86_64": "x64",
+        "amd64": "x64",
+        "aarch64": "arm64",
+        "arm64": "arm64",
+        "armv7l": "armv7l",
+        "ppc64le": "ppc64le",
+        "s390x": "s390x",
+    }.get(machine)
     if system is None or arch is None:
         return None
     return f"node-{system}-{arch}"
@@ -103,7 +120,9 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 
 def node_version(node: Path | str) -> tuple[int, int, int] | None:
     try:
-        out = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run(
+            [str(node), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
     except OSError:
         return None
     return parse_version(out.stdout) if out.returncode == 0 else None
@@ -147,10 +166,13 @@ def _install(npm: str, root: Path, prefix: Path, node_pkg: str | None, environ: 
             raise Unavailable(f"the npm registry cannot be reached: {why}")
         cmd = [npm, "install", "--no-audit", "--no-fund", "--save-exact", "--loglevel=error", *specs]
         try:
-            done = subprocess.run(cmd, cwd=staging, env=env, capture_output=True, text=True,
-                                  timeout=NPM_TIMEOUT_S, check=False)
+            done = subprocess.run(
+                cmd, cwd=staging, env=env, capture_output=True, text=True, timeout=NPM_TIMEOUT_S, check=False
+            )
         except subprocess.TimeoutExpired as error:
-            raise Unavailable(f"npm install did not finish within {NPM_TIMEOUT_S} s (registry too slow?)") from error
+            raise Unavailable(
+                f"npm install did not finish within {NPM_TIMEOUT_S} s (registry too slow?)"
+            ) from error
         if done.returncode != 0:
             output = done.stdout + done.stderr
             if any(code in output for code in _OFFLINE_CODES) or not _registry_answers(npm, env)[0]:
@@ -170,8 +192,9 @@ def _registry_answers(npm: str, env: Mapping[str, str]) -> tuple[bool, str]:
     """One quick ``npm ping`` without retries: (reachable, npm's words when not)."""
     argv = [npm, "ping", "--fetch-retries=0", f"--fetch-timeout={PING_TIMEOUT_S * 1000}"]
     try:
-        done = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=PING_TIMEOUT_S + 15,
-                              check=False)
+        done = subprocess.run(
+            argv, env=dict(env), capture_output=True, text=True, timeout=PING_TIMEOUT_S + 15, check=False
+        )
     except subprocess.TimeoutExpired:
         return False, f"npm ping did not answer within {PING_TIMEOUT_S} s"
     except OSError as error:
@@ -192,11 +215,15 @@ def _located(prefix: Path, node_pkg: str | None, system_node: str | None) -> PiI
     package = modules / PI_PACKAGE
     manifest = json.loads((package / "package.json").read_text())
     bin_field = manifest["bin"]
-    relative = bin_field if isinstance(bin_field, str) else bin_field.get("pi") or next(iter(bin_field.values()))
+    relative = (
+        bin_field if isinstance(bin_field, str) else bin_field.get("pi") or next(iter(bin_field.values()))
+    )
     install = PiInstall(prefix=prefix, node=node, pi_cli=package / relative, pi_package=package)
     found = node_version(install.node)
     if found is None or found < NODE_MINIMUM:
-        raise InstallFailed(f"{install.node} is not a working node >= {'.'.join(map(str, NODE_MINIMUM))}: {found}")
+        raise InstallFailed(
+            f"{install.node} is not a working node >= {'.'.join(map(str, NODE_MINIMUM))}: {found}"
+        )
     if manifest.get("version") != PI_VERSION:
         raise InstallFailed(f"{package} is version {manifest.get('version')}, expected {PI_VERSION}")
     return install

@@ -41,7 +41,11 @@ def tool_results(path: Path, tool_name: str) -> list[dict[str, Any]]:
     out = []
     for entry in session_lines(path):
         message = entry.get("message") or {}
-        if entry.get("type") == "message" and message.get("role") == "toolResult" and message.get("toolName") == tool_name:
+        if (
+            entry.get("type") == "message"
+            and message.get("role") == "toolResult"
+            and message.get("toolName") == tool_name
+        ):
             out.append(message)
     return out
 
@@ -64,7 +68,9 @@ class TestRealPi:
         """Live archive == one-shot index, exchanges == Pi's get_entries, and Pi finds an earlier turn over MCP."""
         project = tmp_path / "project"
         project.mkdir()
-        (project / "notes.txt").write_text(f"Notes on the {REMEMBERED} migration.\nStep two: rename the tables.\n")
+        (project / "notes.txt").write_text(
+            f"Notes on the {REMEMBERED} migration.\nStep two: rename the tables.\n"
+        )
         other_project = tmp_path / "other-project"
         other_project.mkdir()
         archive = tmp_path / "archive"
@@ -75,8 +81,9 @@ class TestRealPi:
             watcher = Watcher(world.sessions, archive, tmp_path / "state", tmp_path / "logs").start()
             try:
                 # --- print mode: a new session, then -c continues the same file ----------------
-                answer = world.print_turn(f"Remember this: the {REMEMBERED} migration starts on Monday.",
-                                          cwd=project, cont=False)
+                answer = world.print_turn(
+                    f"Remember this: the {REMEMBERED} migration starts on Monday.", cwd=project, cont=False
+                )
                 assert REMEMBERED in answer
                 answer = world.print_turn("List the project files [[bash: ls]]", cwd=project, cont=True)
                 assert "notes.txt" in answer  # the bash tool really ran in the project folder
@@ -84,13 +91,27 @@ class TestRealPi:
                 caught_up(watcher, tmp_path / "reference")
 
                 # --- a second workspace, a second session file -------------------------------
-                world.print_turn(f"A different project about {OTHER_WORKSPACE_WORD}.", cwd=other_project, cont=False)
+                world.print_turn(
+                    f"A different project about {OTHER_WORKSPACE_WORD}.", cwd=other_project, cont=False
+                )
                 other_session = newest_session(world.sessions)
 
                 # --- pbot-watch's MCP server, registered the documented way -------------------
-                world.pi_cli("mcp", "add", scripted_model.MCP_SERVER, "--exposure", "direct", "--",
-                             pbot_watch_executable(), "mcp", "--sessions", str(world.sessions),
-                             "--archive", str(archive), cwd=project)
+                world.pi_cli(
+                    "mcp",
+                    "add",
+                    scripted_model.MCP_SERVER,
+                    "--exposure",
+                    "direct",
+                    "--",
+                    pbot_watch_executable(),
+                    "mcp",
+                    "--sessions",
+                    str(world.sessions),
+                    "--archive",
+                    str(archive),
+                    cwd=project,
+                )
                 registered = json.loads((world.agent_dir / "mcp.json").read_text())["mcpServers"]
                 assert registered[scripted_model.MCP_SERVER]["command"] == pbot_watch_executable()
                 assert registered[scripted_model.MCP_SERVER]["exposure"] == "direct"
@@ -130,12 +151,16 @@ class TestRealPi:
         # --- the service's own account: no errors, and every byte Pi wrote parsed exactly once ---
         assert status["errors"] == [] and status["warnings"] == [], status
         assert status["sessions_tracked"] == 2, status
-        assert status["bytes_parsed_total"] == written, "the watcher re-read bytes while following Pi's appends"
+        assert status["bytes_parsed_total"] == written, (
+            "the watcher re-read bytes while following Pi's appends"
+        )
 
         # --- the session Pi wrote has everything the scenario was for ------------------------
         kinds = [e["type"] for e in reported["entries"]]
         assert "branch_summary" in kinds and "compaction" in kinds, kinds
-        assert {"bash", "read", "history", "mcp", "after-tool", "summary"} <= set(requests), " | ".join(requests)
+        assert {"bash", "read", "history", "mcp", "after-tool", "summary"} <= set(requests), " | ".join(
+            requests
+        )
         assert not [r for r in requests if r.startswith("error")], " | ".join(requests)
 
         # --- exchanges in the archive == exchanges Pi reports ---------------------------------
@@ -147,8 +172,13 @@ class TestRealPi:
         assert expected.record_exchanges(record) == {x for branch in branches for x in branch}
         assert len(records) == 2  # the other workspace's session too
         other = expected.branch_exchanges(reported_other["entries"])
-        assert expected.record_exchanges(records[header_id(other_session)]) == {x for branch in other for x in branch}
-        assert {json.loads(data)["workspace"] for data in final.values()} == {str(project), str(other_project)}
+        assert expected.record_exchanges(records[header_id(other_session)]) == {
+            x for branch in other for x in branch
+        }
+        assert {json.loads(data)["workspace"] for data in final.values()} == {
+            str(project),
+            str(other_project),
+        }
 
         # --- the MCP tool call: Pi ran pbot-watch's search and got the earlier turn back ------
         (search,) = tool_results(session, scripted_model.MCP_TOOL_PREFIX + "history_search")
@@ -166,4 +196,3 @@ class TestRealPi:
         assert refused.get("isError"), result_text(refused)
         assert MISSING_NODE in result_text(refused)
         assert archive_files(archive) == final
-

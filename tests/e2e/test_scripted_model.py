@@ -9,7 +9,9 @@ import pytest
 from tests.e2e.scripted_model import MCP_TOOL_PREFIX, ScriptError, ToolCall, decide
 
 
-def request(text: str, *, tools: tuple[str, ...] = ("read", "bash"), system: str = "You are pi.") -> dict[str, Any]:
+def request(
+    text: str, *, tools: tuple[str, ...] = ("read", "bash"), system: str = "You are pi."
+) -> dict[str, Any]:
     return {
         "model": "scripted-model",
         "stream": True,
@@ -27,7 +29,10 @@ class TestDecide:
     def test_bash_directive_calls_bash(self) -> None:
         """[[bash: CMD]] is a bash tool call that ends the turn with tool_calls."""
         reply = decide(request("Run it [[bash: ls -la]]"))
-        assert (ToolCall("bash", {"command": "ls -la"}), "tool_calls") == (reply.tool_call, reply.finish_reason)
+        assert (ToolCall("bash", {"command": "ls -la"}), "tool_calls") == (
+            reply.tool_call,
+            reply.finish_reason,
+        )
 
     def test_history_directive_needs_the_declared_mcp_tool(self) -> None:
         """Without pbot-watch's tool declared by Pi, the request is refused with the declared names."""

@@ -31,30 +31,47 @@ class Watcher:
     def start(self) -> Watcher:
         self.logs.mkdir(parents=True, exist_ok=True)
         argv = [
-            pbot_watch_executable(), "run",
-            "--sessions", str(self.sessions),
-            "--archive", str(self.archive),
-            "--state-dir", str(self.state_dir),
+            pbot_watch_executable(),
+            "run",
+            "--sessions",
+            str(self.sessions),
+            "--archive",
+            str(self.archive),
+            "--state-dir",
+            str(self.state_dir),
             # Re-read a file soon after Pi's last append; never go idle during the test, so no
             # summary is written and the archive must equal a one-shot index byte for byte.
-            "--debounce-seconds", "0.05",
-            "--idle-seconds", "3600",
-            "--reconcile-seconds", "3600",  # every change must come from a watch event, not a rescan
-            "--log-format", "json",
-            "--log-level", "info",
+            "--debounce-seconds",
+            "0.05",
+            "--idle-seconds",
+            "3600",
+            "--reconcile-seconds",
+            "3600",  # every change must come from a watch event, not a rescan
+            "--log-format",
+            "json",
+            "--log-level",
+            "info",
         ]
-        with (self.logs / "watcher.stdout").open("wb") as out, (self.logs / "watcher.stderr").open("wb") as err:
+        with (
+            (self.logs / "watcher.stdout").open("wb") as out,
+            (self.logs / "watcher.stderr").open("wb") as err,
+        ):
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         # Ready once `pbot-watch status` says so (the status file is written after the observer
         # started), so Pi's first appends are seen as watch events, not by the start scan.
-        wait_until(self.running, "pbot-watch status to report the service running", START_TIMEOUT_S, self.output)
+        wait_until(
+            self.running, "pbot-watch status to report the service running", START_TIMEOUT_S, self.output
+        )
         return self
 
     def status(self) -> dict[str, Any]:
         """``pbot-watch status --json``: the service's own account of what it did."""
         done = subprocess.run(
             [pbot_watch_executable(), "status", "--json", "--state-dir", str(self.state_dir)],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         assert done.stdout.strip(), f"pbot-watch status printed nothing ({done.returncode}): {done.stderr}"
         return dict(json.loads(done.stdout))
@@ -67,14 +84,18 @@ class Watcher:
             seen.append(self.status())
             return condition(seen[-1])
 
-        wait_until(check, "a pbot-watch status that matches", timeout, lambda: json.dumps(seen[-1:], indent=1))
+        wait_until(
+            check, "a pbot-watch status that matches", timeout, lambda: json.dumps(seen[-1:], indent=1)
+        )
         return seen[-1]
 
     def running(self) -> bool:
         self.assert_alive()
         status = subprocess.run(
             [pbot_watch_executable(), "status", "--state-dir", str(self.state_dir)],
-            capture_output=True, timeout=30, check=False,
+            capture_output=True,
+            timeout=30,
+            check=False,
         )
         return status.returncode == 0
 
@@ -101,7 +122,9 @@ class Watcher:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-                raise AssertionError(f"pbot-watch run ignored SIGTERM for {STOP_TIMEOUT_S} s\n{self.output()}") from None
+                raise AssertionError(
+                    f"pbot-watch run ignored SIGTERM for {STOP_TIMEOUT_S} s\n{self.output()}"
+                ) from None
         return self.proc.returncode
 
 
@@ -109,7 +132,11 @@ def one_shot_index(sessions: Path, archive: Path, env: dict[str, str] | None = N
     """``pbot-watch index`` of the same folder into another archive; returns its summary line."""
     done = subprocess.run(
         [pbot_watch_executable(), "index", "--sessions", str(sessions), "--archive", str(archive)],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
     assert done.returncode == 0, f"pbot-watch index failed ({done.returncode}):\n{done.stderr}"
     return done.stdout.strip()
@@ -122,7 +149,9 @@ def archive_files(archive: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(archive.iterdir()) if p.is_file() and p.suffix == ".json"}
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float, on_timeout: Callable[[], str]) -> None:
+def wait_until(
+    condition: Callable[[], bool], what: str, timeout: float, on_timeout: Callable[[], str]
+) -> None:
     """Poll ``condition`` until it holds; fail after ``timeout`` seconds with ``on_timeout()``'s details."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -150,9 +179,10 @@ def caught_up(watcher: Watcher, reference: Path, timeout: float = 20) -> dict[st
 
     def explain() -> str:
         live = archive_files(watcher.archive)
-        differing = sorted(set(live) ^ set(expected) | {k for k in live.keys() & expected.keys() if live[k] != expected[k]})
+        differing = sorted(
+            set(live) ^ set(expected) | {k for k in live.keys() & expected.keys() if live[k] != expected[k]}
+        )
         return f"records that differ: {differing}\n{watcher.output()}"
 
     wait_until(equal, "the live archive to equal a one-shot index", timeout, explain)
     return expected
-

@@ -19,7 +19,13 @@ from pbot_watch.search.dates import parse_ms
 
 
 def exchange(entry: str, text: str, from_: str, to: str | None = None) -> dict[str, Any]:
-    return {"entryIds": [entry + "u", entry], "from": from_, "to": to or from_, "completed": True, "text": text}
+    return {
+        "entryIds": [entry + "u", entry],
+        "from": from_,
+        "to": to or from_,
+        "completed": True,
+        "text": text,
+    }
 
 
 def write_record(
@@ -37,7 +43,12 @@ def write_record(
     record = index_history(SessionHistory(session_id, name, branches))
     done: set[int] = set()
     for node in record["nodes"]:
-        if node["kind"] == "summary" and summaries and node["level"] in summaries and node["level"] not in done:
+        if (
+            node["kind"] == "summary"
+            and summaries
+            and node["level"] in summaries
+            and node["level"] not in done
+        ):
             done.add(node["level"])
             node["text"] = f"{summaries[node['level']]} ({node['id']})"
             node["ready"] = True
@@ -101,8 +112,18 @@ def pbot_search(
             )
             if ok and within(node):
                 start = max(0, _js_index(node["text"].lower(), needle) - 80)
-                matches.append({**_brief(record, node), "parents": node["parents"], "snippet": utf16_slice(node["text"], start, start + 400)})
+                matches.append(
+                    {
+                        **_brief(record, node),
+                        "parents": node["parents"],
+                        "snippet": utf16_slice(node["text"], start, start + 400),
+                    }
+                )
     matches.sort(key=lambda m: locale_key(m["id"]))
     matches.sort(key=lambda m: locale_key(m["to"]), reverse=True)
     page = matches[offset : offset + limit]
-    return {"matches": page, "total": len(matches), "nextOffset": offset + limit if offset + limit < len(matches) else None}
+    return {
+        "matches": page,
+        "total": len(matches),
+        "nextOffset": offset + limit if offset + limit < len(matches) else None,
+    }

@@ -16,26 +16,51 @@ class SessionWriter:
         self.last: str | None = None
         self.count = 0
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._write({"type": "session", "version": 3, "id": session_id, "timestamp": "2026-11-01T00:00:00.000Z", "cwd": cwd})
+        self._write(
+            {
+                "type": "session",
+                "version": 3,
+                "id": session_id,
+                "timestamp": "2026-11-01T00:00:00.000Z",
+                "cwd": cwd,
+            }
+        )
 
     def _write(self, entry: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
-    def entry(self, entry_id: str, body: dict[str, Any], parent: str | None | bool = True) -> str:
+    def entry(self, entry_id: str, body: dict[str, Any], parent: str | bool | None = True) -> str:
         self.count += 1
         parent_id = self.last if parent is True else parent
-        self._write({"id": entry_id, "parentId": parent_id, "timestamp": f"2026-11-01T00:{self.count:02d}:00.000Z", **body})
+        self._write(
+            {
+                "id": entry_id,
+                "parentId": parent_id,
+                "timestamp": f"2026-11-01T00:{self.count:02d}:00.000Z",
+                **body,
+            }
+        )
         self.last = entry_id
         return entry_id
 
-    def user(self, entry_id: str, text: str, parent: str | None | bool = True, image: bool = False) -> str:
+    def user(self, entry_id: str, text: str, parent: str | bool | None = True, image: bool = False) -> str:
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         if image:
-            content.append({"type": "image", "data": "iVBORw0KGgoAAAANSUhEUgAAAAE" * 20, "mimeType": "image/png"})
-        return self.entry(entry_id, {"type": "message", "message": {"role": "user", "content": content}}, parent)
+            content.append(
+                {"type": "image", "data": "iVBORw0KGgoAAAANSUhEUgAAAAE" * 20, "mimeType": "image/png"}
+            )
+        return self.entry(
+            entry_id, {"type": "message", "message": {"role": "user", "content": content}}, parent
+        )
 
-    def assistant(self, entry_id: str, text: str = "", thinking: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None) -> str:
+    def assistant(
+        self,
+        entry_id: str,
+        text: str = "",
+        thinking: str = "",
+        calls: list[tuple[str, str, dict[str, Any]]] | None = None,
+    ) -> str:
         content: list[dict[str, Any]] = []
         if thinking:
             content.append({"type": "thinking", "thinking": thinking})
@@ -44,10 +69,19 @@ class SessionWriter:
         for call_id, name, args in calls or []:
             content.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
         stop = "toolUse" if calls else "stop"
-        return self.entry(entry_id, {"type": "message", "message": {"role": "assistant", "content": content, "stopReason": stop}})
+        return self.entry(
+            entry_id,
+            {"type": "message", "message": {"role": "assistant", "content": content, "stopReason": stop}},
+        )
 
     def tool_result(self, entry_id: str, call_id: str, name: str, output: str, error: bool = False) -> str:
-        message = {"role": "toolResult", "toolCallId": call_id, "toolName": name, "content": [{"type": "text", "text": output}], "isError": error}
+        message = {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": name,
+            "content": [{"type": "text", "text": output}],
+            "isError": error,
+        }
         return self.entry(entry_id, {"type": "message", "message": message})
 
     def bash(self, entry_id: str, command: str, output: str, code: int = 0) -> str:

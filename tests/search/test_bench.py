@@ -12,13 +12,25 @@ from tests.conftest import REPO, SHARED
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=240, check=False, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=240, check=False, cwd=REPO
+    )
 
 
 class TestBenchmarks:
     def test_search_latency_smoke(self, tmp_path: Path) -> None:
         """search_latency builds an archive, checks the index against the scan and prints a table."""
-        result = run("bench/search_latency.py", "--exchanges", "400", "--repeat", "2", "--scan-repeat", "1", "--keep", str(tmp_path))
+        result = run(
+            "bench/search_latency.py",
+            "--exchanges",
+            "400",
+            "--repeat",
+            "2",
+            "--scan-repeat",
+            "1",
+            "--keep",
+            str(tmp_path),
+        )
         assert 0 == result.returncode, result.stderr
         assert "literal  en common" in result.stdout
         assert "speed-up over the scan" in result.stdout.splitlines()[-1]
@@ -27,12 +39,20 @@ class TestBenchmarks:
         """locomo_recall converts, indexes with pbot-watch, scores, and ends with the recall line."""
         data = json.loads((SHARED / "data" / "locomo" / "locomo-dev.json").read_text(encoding="utf-8"))[:1]
         conv = data[0]["conversation"]
-        for key in [k for k in conv if re.fullmatch(r"session_\d+(_date_time)?", k) and int(k.split("_")[1]) > 2]:
+        for key in [
+            k for k in conv if re.fullmatch(r"session_\d+(_date_time)?", k) and int(k.split("_")[1]) > 2
+        ]:
             del conv[key]
-        data[0]["qa"] = [qa for qa in data[0]["qa"] if all(e.startswith(("D1:", "D2:")) for e in qa.get("evidence", []))][:8]
+        data[0]["qa"] = [
+            qa for qa in data[0]["qa"] if all(e.startswith(("D1:", "D2:")) for e in qa.get("evidence", []))
+        ][:8]
         small = tmp_path / "small.json"
         small.write_text(json.dumps(data), encoding="utf-8")
-        result = run("bench/locomo_recall.py", "--data", str(small), "--keep", str(tmp_path / "work"), "--baseline")
+        result = run(
+            "bench/locomo_recall.py", "--data", str(small), "--keep", str(tmp_path / "work"), "--baseline"
+        )
         assert 0 == result.returncode, result.stderr
         assert "baseline: plain BM25 over single turns recall@10" in result.stdout
-        assert re.fullmatch(r"recall@5 [01]\.\d{3} recall@10 [01]\.\d{3}", result.stdout.strip().splitlines()[-1])
+        assert re.fullmatch(
+            r"recall@5 [01]\.\d{3} recall@10 [01]\.\d{3}", result.stdout.strip().splitlines()[-1]
+        )

@@ -97,13 +97,27 @@ class TestSearchCommand:
         root = tmp_path / "sessions"
         w = SessionWriter(root / "p" / "s.jsonl", "sess-ws", cwd=str(workspace))
         w.user("u1", "where is the 配置文件?")
-        w.entry("a1", {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "in config/"}], "stopReason": "stop"}})
+        w.entry(
+            "a1",
+            {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "in config/"}],
+                    "stopReason": "stop",
+                },
+            },
+        )
         assert 0 == run("index", "--sessions", str(root)).returncode
         result = run("search", "配置", "--sessions", str(root), "--json")
         data = json.loads(result.stdout)
         assert 1 == data["total"]
         assert str(workspace) == data["matches"][0]["workspace"]
-        narrowed = json.loads(run("search", "配置", "--sessions", str(root), "--workspace", str(tmp_path / "other"), "--json").stdout)
+        narrowed = json.loads(
+            run(
+                "search", "配置", "--sessions", str(root), "--workspace", str(tmp_path / "other"), "--json"
+            ).stdout
+        )
         assert 0 == narrowed["total"]
 
 
@@ -137,7 +151,9 @@ class TestMemoryCommands:
 
 
 class TestImports:
-    @pytest.mark.parametrize("command", [["search", "x"], ["read", "nope"], ["memory", "search", "x"], ["recall", "m1.x"]])
+    @pytest.mark.parametrize(
+        "command", [["search", "x"], ["read", "nope"], ["memory", "search", "x"], ["recall", "m1.x"]]
+    )
     def test_no_litellm_or_watchdog(self, command: list[str], tmp_path: Path) -> None:
         """search, read, memory search and recall never import litellm or watchdog."""
         (tmp_path / "a").mkdir()
@@ -149,7 +165,9 @@ class TestImports:
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'watchdog'))\n"
             "print('IMPORTED', bad)\n"
         )
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
         assert "IMPORTED []" in result.stdout, result.stdout + result.stderr
 
 

@@ -10,7 +10,16 @@ from pbot_watch.search import models
 from tests.conftest import REPO
 
 DOC = (REPO / "docs" / "search.md").read_text(encoding="utf-8")
-SHAPES = [models.SearchResult, models.SearchMatch, models.NodePage, models.NodeSource, models.MemorySearchResult, models.MemoryHit, models.MemorySection, models.RecallPage]
+SHAPES = [
+    models.SearchResult,
+    models.SearchMatch,
+    models.NodePage,
+    models.NodeSource,
+    models.MemorySearchResult,
+    models.MemoryHit,
+    models.MemorySection,
+    models.RecallPage,
+]
 
 
 @pytest.mark.parametrize("model", SHAPES, ids=lambda m: m.__name__)

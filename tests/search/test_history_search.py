@@ -28,7 +28,10 @@ TEXTS = [
 
 def build(folder: Path) -> list[dict[str, Any]]:
     """Three sessions over three days; the first has 9 exchanges (two level-1 summaries, one ready)."""
-    first = [exchange(f"a{i}", TEXTS[i % len(TEXTS)], f"2026-11-0{1 + i // 5}T1{i % 10}:00:00.000Z") for i in range(9)]
+    first = [
+        exchange(f"a{i}", TEXTS[i % len(TEXTS)], f"2026-11-0{1 + i // 5}T1{i % 10}:00:00.000Z")
+        for i in range(9)
+    ]
     write_record(folder, "session-a", "Alpha", [first], summaries={1: "Summary about 北京 and budget"})
     second = [exchange(f"b{i}", TEXTS[(i + 3) % len(TEXTS)], f"2026-11-05T0{i}:00:00.000Z") for i in range(5)]
     write_record(folder, "session-b", "Beta", [second])
@@ -49,7 +52,19 @@ def archive(tmp_path: Path) -> tuple[SearchIndex, list[dict[str, Any]], Path]:
 
 def plain(result: Any) -> dict[str, Any]:
     """Our result reduced to pbot's fields."""
-    keep = ("id", "kind", "sessionId", "name", "preview", "from", "to", "ready", "completed", "parents", "snippet")
+    keep = (
+        "id",
+        "kind",
+        "sessionId",
+        "name",
+        "preview",
+        "from",
+        "to",
+        "ready",
+        "completed",
+        "parents",
+        "snippet",
+    )
     data = result.model_dump(by_alias=True)
     return {
         "matches": [{k: m[k] for k in keep} for m in data["matches"]],
@@ -61,16 +76,39 @@ def plain(result: Any) -> dict[str, Any]:
 class TestLiteralIsPbot:
     @pytest.mark.parametrize(
         "query",
-        ["budget", "BUDGET", "  budget  ", "北京", "京", "東京", "は", "서울", "회", "😀", "1", "+1", "?", "a", "σίσυφος", "ça", "用户", "summary"],
+        [
+            "budget",
+            "BUDGET",
+            "  budget  ",
+            "北京",
+            "京",
+            "東京",
+            "は",
+            "서울",
+            "회",
+            "😀",
+            "1",
+            "+1",
+            "?",
+            "a",
+            "σίσυφος",
+            "ça",
+            "用户",
+            "summary",
+        ],
     )
-    def test_same_answer_as_pbot(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path], query: str) -> None:
+    def test_same_answer_as_pbot(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path], query: str
+    ) -> None:
         """Each query (CJK of one and two characters, short latin, emoji, case) gives pbot's answer."""
         index, records, _ = archive
         expected = pbot_search(records, query, limit=50)
         assert expected["total"] > 0
         assert expected == plain(search_history(index, query, limit=50))
 
-    def test_no_query_lists_sessions_with_dates(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
+    def test_no_query_lists_sessions_with_dates(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]
+    ) -> None:
         """No query lists session nodes newest first; a session with no date is left out, as in pbot."""
         index, records, _ = archive
         result = search_history(index)
@@ -80,10 +118,17 @@ class TestLiteralIsPbot:
     def test_ranges_intersect(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
         """from/to keep nodes whose span intersects the range (the summaries spanning it too)."""
         index, records, _ = archive
-        for from_, to in [("2026-11-02", "2026-11-02T23:59:59Z"), ("2026-11-01T12:00:00Z", None), (None, "2026-11-01T11:30:00Z")]:
+        for from_, to in [
+            ("2026-11-02", "2026-11-02T23:59:59Z"),
+            ("2026-11-01T12:00:00Z", None),
+            (None, "2026-11-01T11:30:00Z"),
+        ]:
             expected = pbot_search(records, "用户", from_=from_, to=to, limit=50)
             assert expected == plain(search_history(index, "用户", from_=from_, to=to, limit=50))
-        kinds = {m.kind for m in search_history(index, "summary", from_="2026-11-01", to="2026-11-01T23:00:00Z").matches}
+        kinds = {
+            m.kind
+            for m in search_history(index, "summary", from_="2026-11-01", to="2026-11-01T23:00:00Z").matches
+        }
         assert {"summary"} == kinds
 
     def test_paging(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
@@ -108,7 +153,9 @@ class TestLiteralIsPbot:
     @pytest.mark.parametrize(
         ("from_", "to"), [("yesterday", None), (None, "2026-13-01"), ("", None), ("2026-11-05", "2026-11-01")]
     )
-    def test_bad_ranges(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path], from_: str | None, to: str | None) -> None:
+    def test_bad_ranges(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path], from_: str | None, to: str | None
+    ) -> None:
         """Unparseable or inverted ranges are errors that say what to use."""
         index, _, _ = archive
         with pytest.raises(BadRange, match="time"):
@@ -122,9 +169,11 @@ class TestLiteralIsPbot:
         with pytest.raises(QueryError, match="offset"):
             search_history(index, "x", offset=-1)
 
-    def test_unready_summary_is_not_searched(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
+    def test_unready_summary_is_not_searched(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]
+    ) -> None:
         """Only ready summaries are searched; the result says level and kind and points down."""
-        index, records, _ = archive
+        index, _records, _ = archive
         hits = search_history(index, "Summary about", limit=50).matches
         assert 1 == len(hits)
         hit = hits[0]
@@ -150,14 +199,18 @@ class TestTerms:
         assert search_history(index, "北京", match="terms").total > 0
         assert search_history(index, "서울", match="terms").total > 0
 
-    def test_punctuation_only_finds_nothing(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
+    def test_punctuation_only_finds_nothing(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]
+    ) -> None:
         """A terms query without words has no hits (and no error)."""
         index, _, _ = archive
         assert 0 == search_history(index, "?!", match="terms").total
 
 
 class TestFreshness:
-    def test_rebuild_gives_the_same_results(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path], tmp_path: Path) -> None:
+    def test_rebuild_gives_the_same_results(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path], tmp_path: Path
+    ) -> None:
         """An index rebuilt from the archive alone answers exactly as the incrementally kept one."""
         index, _, folder = archive
         queries = ["budget", "京", "😀", "", "review"]
@@ -167,10 +220,17 @@ class TestFreshness:
         assert before == [search_history(fresh, q, limit=50) for q in queries]
         fresh.close()
 
-    def test_changed_and_removed_records(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
+    def test_changed_and_removed_records(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]
+    ) -> None:
         """A rewritten record replaces its nodes; a deleted one disappears; nothing else is re-read."""
         index, _, folder = archive
-        write_record(folder, "session-b", "Beta", [[exchange("b0", "用户：\nbrand new words\n\n助手：\nyes", "2026-11-06T00:00:00Z")]])
+        write_record(
+            folder,
+            "session-b",
+            "Beta",
+            [[exchange("b0", "用户：\nbrand new words\n\n助手：\nyes", "2026-11-06T00:00:00Z")]],
+        )
         report = index.update_from_archive([RecordFolder(folder, None)])
         assert 1 == report.records_updated
         assert 1 == search_history(index, "brand new").total
@@ -182,7 +242,9 @@ class TestFreshness:
         assert 0 == search_history(index, "brand new").total
         assert 0 == index.update_from_archive([RecordFolder(folder, None)]).records_updated
 
-    def test_torn_record_keeps_the_old_content(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
+    def test_torn_record_keeps_the_old_content(
+        self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]
+    ) -> None:
         """A record file that is not valid JSON does not wipe what was indexed from it."""
         index, _, folder = archive
         total = search_history(index, "用户").total
@@ -207,7 +269,9 @@ ALPHABET = "abcAB 北京東京서울😀ΣσςİiÇç.+\n"
     texts=st.lists(st.text(alphabet=ALPHABET, min_size=0, max_size=30), min_size=1, max_size=9),
     query=st.text(alphabet=ALPHABET, min_size=0, max_size=4),
 )
-def test_literal_matches_pbot_on_random_archives(tmp_path_factory: pytest.TempPathFactory, texts: list[str], query: str) -> None:
+def test_literal_matches_pbot_on_random_archives(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[str], query: str
+) -> None:
     """For random texts and queries (CJK, surrogate pairs, case folding), literal search is pbot's."""
     base = tmp_path_factory.mktemp("prop")
     folder = base / "archive"
@@ -234,21 +298,29 @@ class TestPlans:
                 )
                 for i in range(120)
             ]
-            write_record(folder, f"session-{s}", f"S{s}", [branch], summaries={1: "common summary", 2: "数据 summary"})
+            write_record(
+                folder, f"session-{s}", f"S{s}", [branch], summaries={1: "common summary", 2: "数据 summary"}
+            )
         index = SearchIndex(tmp_path / "search.db")
         index.update_from_archive([RecordFolder(folder, None)])
         return index, load_records(folder)
 
     @pytest.mark.parametrize("query", ["needle-rare", "common", "数据", "数", "ok"])
     @pytest.mark.parametrize("session", [None, "session-1"])
-    def test_rare_and_common(self, big: tuple[SearchIndex, list[dict[str, Any]]], query: str, session: str | None) -> None:
+    def test_rare_and_common(
+        self, big: tuple[SearchIndex, list[dict[str, Any]]], query: str, session: str | None
+    ) -> None:
         """Each plan, with and without a filter, on several pages, is pbot's answer."""
         index, records = big
         for offset in (0, 20, 300):
             expected = pbot_search(records, query, session_id=session, offset=offset, limit=20)
-            assert expected == plain(search_history(index, query, session_id=session, offset=offset, limit=20))
+            assert expected == plain(
+                search_history(index, query, session_id=session, offset=offset, limit=20)
+            )
 
-    def test_terms_order_same_with_and_without_filter(self, big: tuple[SearchIndex, list[dict[str, Any]]]) -> None:
+    def test_terms_order_same_with_and_without_filter(
+        self, big: tuple[SearchIndex, list[dict[str, Any]]]
+    ) -> None:
         """A filter that keeps everything does not change the terms ranking (ties newest first)."""
         index, _ = big
         plain_ids = [m.id for m in search_history(index, "common 数据", match="terms", limit=50).matches]

@@ -180,8 +180,10 @@ class TestRecall:
 def SessionWriter_append(roots: Path) -> None:  # noqa: N802 - reads as "append to the session"
     path = roots / "ws" / "s.jsonl"
     with path.open("a", encoding="utf-8") as handle:
-        handle.write('{"type":"message","id":"u9","parentId":"a5","timestamp":"2026-11-02T00:00:00.000Z",'
-                     '"message":{"role":"user","content":"appended later"}}\n')
+        handle.write(
+            '{"type":"message","id":"u9","parentId":"a5","timestamp":"2026-11-02T00:00:00.000Z",'
+            '"message":{"role":"user","content":"appended later"}}\n'
+        )
 
 
 class TestRealFixture:
@@ -201,7 +203,9 @@ class TestRealFixture:
 class TestScopeProperty:
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(parents=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=25), data=st.data())
-    def test_hits_are_exactly_the_path(self, tmp_path_factory: pytest.TempPathFactory, parents: list[int], data: st.DataObject) -> None:
+    def test_hits_are_exactly_the_path(
+        self, tmp_path_factory: pytest.TempPathFactory, parents: list[int], data: st.DataObject
+    ) -> None:
         """On a random tree, a search from any leaf finds every entry on its path and nothing else."""
         base = tmp_path_factory.mktemp("tree")
         w = SessionWriter(base / "s" / "t.jsonl", "tree")

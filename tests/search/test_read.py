@@ -54,9 +54,17 @@ class TestPageText:
 def index(tmp_path: Path) -> SearchIndex:
     folder = tmp_path / "archive"
     long_text = "用户：\n" + "😀" * 7000 + "\n\n助手：\nend"
-    branch = [exchange(f"e{i}", long_text if i == 0 else f"用户：\nq{i}\n\n助手：\na{i}", f"2026-11-01T00:{i:02d}:00Z") for i in range(90)]
+    branch = [
+        exchange(
+            f"e{i}", long_text if i == 0 else f"用户：\nq{i}\n\n助手：\na{i}", f"2026-11-01T00:{i:02d}:00Z"
+        )
+        for i in range(90)
+    ]
     write_record(folder, "s1", "Long", [branch], summaries={1: "level one"})
-    forks = [[exchange(f"f{i}", f"用户：\nfork {i}\n\n助手：\nok", f"2026-11-02T00:{i:02d}:00Z")] for i in range(45)]
+    forks = [
+        [exchange(f"f{i}", f"用户：\nfork {i}\n\n助手：\nok", f"2026-11-02T00:{i:02d}:00Z")]
+        for i in range(45)
+    ]
     write_record(folder, "s2", "Forks", forks)
     idx = SearchIndex(tmp_path / "search.db")
     idx.update_from_archive([RecordFolder(folder, None)])

@@ -20,7 +20,10 @@ def finds(text: str, query: str) -> bool:
     conn = fts_table()
     conn.execute("INSERT INTO t(rowid, body) VALUES (1, ?)", (document(text),))
     terms = query_terms(query)
-    return bool(terms) and conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_any(terms),)).fetchone()[0] == 1
+    return (
+        bool(terms)
+        and conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_any(terms),)).fetchone()[0] == 1
+    )
 
 
 class TestTokens:

@@ -27,7 +27,7 @@ class Blocking:
 class Failing:
     name = "failing"
 
-    def run(self, cancel: threading.Event) -> None:  # noqa: ARG002
+    def run(self, cancel: threading.Event) -> None:
         raise RuntimeError("model unreachable")
 
 

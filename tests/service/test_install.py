@@ -117,7 +117,9 @@ class TestSystemdInstall:
         argv = unit_values(world.unit.read_text())["ExecStart"][0].split()
         assert Path(argv[0]).is_absolute()
         assert argv[1:] == ["run"]
-        check = subprocess.run([argv[0], "run", "--help"], capture_output=True, text=True, env={}, check=False)
+        check = subprocess.run(
+            [argv[0], "run", "--help"], capture_output=True, text=True, env={}, check=False
+        )
         assert check.returncode == 0, check.stderr
         assert "Watch Pi's session folders" in check.stdout
 
@@ -182,7 +184,10 @@ class TestSystemdInstall:
         assert result.returncode == 0, result.stderr
         assert world.unit.exists()
         assert "systemctl not found" in result.stdout
-        assert "  systemctl --user daemon-reload\n  systemctl --user enable --now pbot-watch.service" in result.stdout
+        assert (
+            "  systemctl --user daemon-reload\n  systemctl --user enable --now pbot-watch.service"
+            in result.stdout
+        )
 
     def test_failing_systemctl_is_reported_and_keeps_the_unit(self, world: Env) -> None:
         """When enabling fails (no user bus) the command fails with systemctl's message; the unit stays."""
@@ -191,7 +196,9 @@ class TestSystemdInstall:
         result = world.run("install")
         assert result.returncode == 1
         assert world.unit.exists()
-        assert result.stderr.startswith("pbot-watch: `systemctl --user enable --now pbot-watch.service` failed")
+        assert result.stderr.startswith(
+            "pbot-watch: `systemctl --user enable --now pbot-watch.service` failed"
+        )
         assert "Failed to connect to bus" in result.stderr
         assert "Still to do, once the error is fixed:\n  systemctl --user enable --now" in result.stdout
         assert "Traceback" not in result.stderr
@@ -269,7 +276,7 @@ class TestSystemdUninstallAndStatus:
     def test_status_not_installed(self, world: Env) -> None:
         """Without systemctl and without a unit, status says so and exits 3."""
         result = world.run("status")
-        assert result.returncode == 3  # noqa: PLR2004
+        assert result.returncode == 3
         assert "not installed" in result.stdout
         assert "unknown (systemctl not found)" in result.stdout
 
@@ -394,7 +401,10 @@ class TestPackaging:
         for folder in ("pbot_watch", "systemd", "prompts"):
             if (repo / folder).exists():
                 shutil.copytree(
-                    repo / folder, source / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+                    repo / folder,
+                    source / folder,
+                    symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"),
                 )
         build = tmp_path / "build"
         done = subprocess.run(

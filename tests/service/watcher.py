@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.status import Status, read_status
@@ -94,7 +94,7 @@ class ServiceProcess:
         self.proc.kill()
         self.proc.wait(5)
 
-    def __enter__(self) -> ServiceProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

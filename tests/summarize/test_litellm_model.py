@@ -51,7 +51,7 @@ class TestCall:
     def test_auth_error_is_not_retried(self, server: OpenAIServer, summarizer: LitellmSummarizer) -> None:
         """A 401 fails at once: one request, an error naming authentication."""
         server.script(Reply.unauthorized())
-        with pytest.raises(ModelRefused, match="^AuthenticationError: .*Incorrect API key"):
+        with pytest.raises(ModelRefused, match=r"^AuthenticationError: .*Incorrect API key"):
             summarizer.summarize("x", threading.Event())
         assert len(server.chat_requests) == 1
 
@@ -77,7 +77,7 @@ class TestCall:
             MODEL, api_base=server.base_url, request_timeout=0.3, retry_wait=0.01, attempts=2
         )
         try:
-            with pytest.raises(Exception, match="(?i)timed? ?out") as raised:
+            with pytest.raises(Exception, match=r"(?i)timed? ?out") as raised:
                 model.summarize("x", threading.Event())
             assert type(raised.value).__name__ == "Timeout"
         finally:

@@ -253,7 +253,7 @@ class TestWriteBack:
         index(worker.settings)
         appended = threading.Event()
 
-        def answer_after_append(request: Request) -> Reply:  # noqa: ARG001 - the handler's signature
+        def answer_after_append(request: Request) -> Reply:  # the handler's signature
             pi.assistant("the answer arrives while the summary is made")
             pi.append_to(path, len(pi.entries) - 1)
             index(worker.settings)

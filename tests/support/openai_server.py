@@ -188,7 +188,7 @@ class OpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
                 return
 
-            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            def do_GET(self) -> None:  # stdlib name
                 if self.path.rstrip("/").endswith("/models"):
                     outer._send_json(
                         self, 200, {"object": "list", "data": [{"id": outer.model_name, "object": "model"}]}
@@ -196,7 +196,7 @@ class OpenAIServer:
                 else:
                     outer._send_json(self, 404, {"error": {"message": "not found", "type": "not_found"}})
 
-            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            def do_POST(self) -> None:  # stdlib name
                 outer._handle(self)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -295,7 +295,7 @@ class OpenAIServer:
         if not self._wait(http, request, math.inf if reply.hang else reply.delay):
             return
         try:
-            if reply.status != 200:  # noqa: PLR2004
+            if reply.status != 200:
                 payload = {
                     "error": {
                         "message": reply.error_message,
