@@ -420,7 +420,7 @@ class Archive:
             context.close()
 
     def search_memory(self, args: SearchMemoryArgs) -> MemorySearchResult:
-        from pbot_watch.search.memory_index import search_memory  # noqa: PLC0415
+        from pbot_watch.memory.query import search_memory  # noqa: PLC0415
 
         index = self._memory_index()
         try:
@@ -438,7 +438,7 @@ class Archive:
             index.close()
 
     def recall_memory(self, args: RecallMemoryArgs) -> RecallPage:
-        from pbot_watch.search.memory_index import recall  # noqa: PLC0415
+        from pbot_watch.memory.query import recall  # noqa: PLC0415
 
         index = self._memory_index()
         try:
@@ -447,8 +447,8 @@ class Archive:
             index.close()
 
     def _memory_index(self) -> Any:
+        from pbot_watch.memory.index import refresh_memory  # noqa: PLC0415
         from pbot_watch.search.context import open_index  # noqa: PLC0415
-        from pbot_watch.search.memory_index import refresh_memory  # noqa: PLC0415
 
         index = open_index(self.settings)
         try:

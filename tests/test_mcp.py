@@ -7,6 +7,7 @@ process serves a whole test class through a blocking portal, so the many small c
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -513,6 +514,19 @@ class TestBadArguments:
         message = client.error("recall_memory", {"handle": "bm9uZQ"})
         assert "search memory again" in message or "memory handle" in message
 
+    def test_crafted_handle_with_a_huge_number_is_unknown(self, client: Client) -> None:
+        """A handle carrying a 31-digit part is "unknown memory handle" (fix the arguments), not an internal failure."""
+        hit = client.ok("search_memory", {"query": "budget over limit"})[0]["hits"][0]
+        raw = json.dumps([hit["sessionId"], hit["entryId"], 10**30], separators=(",", ":")).encode()
+        handle = "m1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        for name, arguments in (
+            ("recall_memory", {"handle": handle}),
+            ("search_memory", {"query": "budget", "in": handle}),
+        ):
+            message = client.error(name, arguments)
+            assert "unknown memory handle" in message
+            assert "failed inside pbot-watch" not in message
+
     def test_recall_line_out_of_range(self, client: Client) -> None:
         """from past the last line names the source's range."""
         hit = client.ok("search_memory", {"query": "budget over limit"})[0]["hits"][0]
@@ -586,7 +600,7 @@ class TestProcess:
         """The server's modules stay light: no model library, no file watcher."""
         code = (
             "import sys, pbot_watch.mcp_server, pbot_watch.cli.mcp_cmd, pbot_watch.search.queries, "
-            "pbot_watch.search.memory_index; "
+            "pbot_watch.memory.query; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'watchdog')))"
         )
         done = subprocess.run(

@@ -20,8 +20,8 @@ def memory_group() -> None:
 
 
 def _open(sessions: tuple[Path, ...], archive: Path | None) -> tuple[Settings, SearchIndex]:
+    from pbot_watch.memory.index import refresh_memory  # noqa: PLC0415
     from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
-    from pbot_watch.search.memory_index import refresh_memory  # noqa: PLC0415
 
     with query_errors():
         settings = resolve_settings(sessions, archive)
@@ -65,7 +65,7 @@ def memory_search_command(
     archive: Path | None,
 ) -> None:
     """Search raw session memory along the current branch; without QUERY, list sources."""
-    from pbot_watch.search.memory_index import search_memory  # noqa: PLC0415
+    from pbot_watch.memory.query import search_memory  # noqa: PLC0415
 
     _settings, index = _open(sessions, archive)
     with query_errors():
@@ -101,7 +101,7 @@ def recall_command(
     handle: str, from_line: int, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
 ) -> None:
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
-    from pbot_watch.search.memory_index import recall  # noqa: PLC0415
+    from pbot_watch.memory.query import recall  # noqa: PLC0415
 
     _settings, index = _open(sessions, archive)
     with query_errors():

@@ -17,9 +17,9 @@ from pbot_watch.config import SettingsError
 @archive_options
 def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
+    from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
-    from pbot_watch.search.memory_index import rebuild_memory  # noqa: PLC0415
 
     try:
         settings = resolve_settings(sessions, archive)
@@ -32,11 +32,13 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
         report = index.rebuild(folders)
         memory = rebuild_memory(index, [r for r in settings.sessions if r.is_dir()])
         index.optimize()
+        optimize_memory(index)
         counts = index.counts()
+        sources = count_sources(index)
     finally:
         index.close()
     click.echo(
         f"{counts['records']} records, {counts['searchable']} searchable nodes from {report.folders} folders; "
-        f"{memory} session files, {counts['memory_sources']} memory sources "
+        f"{memory} session files, {sources} memory sources "
         f"({time.monotonic() - started:.1f} s)"
     )

@@ -87,48 +87,11 @@ CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
 CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1');
 -- Exchanges and summaries go in different columns so BM25 can weigh them (bm25() weights).
 CREATE VIRTUAL TABLE nodes_terms USING fts5(exchange, summary, content='', tokenize='porter unicode61 remove_diacritics 2');
--- Session files seen while looking for workspaces (header cwd), and raw memory (see memory.py).
+-- Session files seen while looking for workspaces (header cwd). Raw memory's tables are
+-- pbot_watch/memory/index.py's: it creates them in this database on first use.
 CREATE TABLE session_files(
   path TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER, session_id TEXT, workspace TEXT
 );
-CREATE TABLE mem_files(
-  path TEXT PRIMARY KEY, session_id TEXT NOT NULL, ino INTEGER, size INTEGER, mtime_ns INTEGER
-);
-CREATE TABLE mem_entries(
-  rowid INTEGER PRIMARY KEY,
-  file TEXT NOT NULL,        -- session file path
-  session_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,      -- file order
-  entry_id TEXT NOT NULL,
-  parent_id TEXT
-);
-CREATE INDEX mem_entries_by_file ON mem_entries(file, seq);
-CREATE INDEX mem_entries_by_session ON mem_entries(session_id);
-CREATE TABLE mem_sources(
-  rowid INTEGER PRIMARY KEY,
-  file TEXT NOT NULL,
-  session_id TEXT NOT NULL,
-  entry_id TEXT NOT NULL,    -- the entry whose presence on the path makes this source visible
-  seq INTEGER NOT NULL,
-  part INTEGER NOT NULL,     -- several sources can come from one entry (each tool call)
-  kind TEXT NOT NULL,
-  timestamp TEXT NOT NULL,
-  label TEXT NOT NULL,
-  lines TEXT NOT NULL,       -- JSON list of the source's lines
-  sections TEXT NOT NULL,    -- JSON list of [title, first, last]
-  digest TEXT NOT NULL       -- content hash: an unchanged source keeps its row id (stable cursors)
-);
-CREATE INDEX mem_sources_by_file ON mem_sources(file, seq, part);
-CREATE TABLE mem_lines(
-  rowid INTEGER PRIMARY KEY,
-  source INTEGER NOT NULL,
-  line INTEGER NOT NULL,     -- first line of this chunk (1-based)
-  count INTEGER NOT NULL,    -- lines in this chunk
-  text TEXT NOT NULL
-);
-CREATE INDEX mem_lines_by_source ON mem_lines(source, line);
-CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1');
-CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2');
 """
 
 
@@ -556,7 +519,7 @@ class SearchIndex:
 
     def optimize(self) -> None:
         """Merge FTS segments (after a rebuild): fewer b-trees to probe per query."""
-        for table in ("nodes_literal", "nodes_terms", "mem_literal", "mem_terms"):
+        for table in ("nodes_literal", "nodes_terms"):
             self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
 
     def counts(self) -> dict[str, int]:
@@ -565,7 +528,6 @@ class SearchIndex:
             "records": q("SELECT count(*) FROM records").fetchone()[0],
             "nodes": q("SELECT count(*) FROM nodes").fetchone()[0],
             "searchable": q("SELECT count(*) FROM nodes WHERE searchable").fetchone()[0],
-            "memory_sources": q("SELECT count(*) FROM mem_sources").fetchone()[0],
         }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -148,6 +149,18 @@ class TestMemoryCommands:
         past = run("recall", hit["handle"], "--from", "9", "--sessions", str(root))
         assert 2 == past.returncode
         assert "outside" in one_error_line(past)
+
+    def test_crafted_handle_with_a_huge_number_is_unknown(self, tmp_path: Path) -> None:
+        """A handle carrying a 31-digit part is an unknown handle (exit 4) for recall and --in, not a crash."""
+        root = tmp_path / "sessions"
+        w = SessionWriter(root / "s.jsonl", "sess-m")
+        w.user("u1", "list files")
+        raw = json.dumps(["sess-m", "u1", 10**30], separators=(",", ":")).encode()
+        handle = "m1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        for command in (["recall", handle], ["memory", "search", "files", "--in", handle]):
+            result = run(*command, "--sessions", str(root))
+            assert 4 == result.returncode, result.stderr
+            assert "unknown memory handle" in one_error_line(result)
 
 
 class TestImports:

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pbot_watch.memory.index import refresh_memory
+from pbot_watch.memory.query import UnknownEntry, recall, search_memory
 from pbot_watch.search.errors import BadCursor, BadRange, UnknownHandle
 from pbot_watch.search.index import SearchIndex
-from pbot_watch.search.memory_index import UnknownEntry, recall, refresh_memory, search_memory
 from tests.conftest import FIXTURES
 from tests.search.sessions import SessionWriter
 

@@ -1,31 +1,23 @@
-"""Raw memory in the search index, and its two queries: ``search_memory`` and ``recall``.
-
-Session files are read whole when their ``stat`` changed (Pi appends, so this is rare per
-file) and their sources (see ``memory.py``) are synced row by row: a source whose content did
-not change keeps its row id, which is what keeps paging cursors stable across appends. Lines
-are indexed in chunks of ``CHUNK_LINES`` (one FTS row per line would multiply the index size
-for long tool outputs); a literal hit is then confirmed line by line in Python.
+"""Raw memory's two queries: ``search_memory`` (pi-echo's search) and ``recall`` (its read).
 
 Scope is pi-echo's: the entries on the path from a leaf to the root of one session file (by
 default its current leaf, the last entry in file order). Sources anchored elsewhere — an
-abandoned branch — are never candidates, whatever the query.
+abandoned branch — are never candidates, whatever the query. The tables are ``index.py``'s;
+a literal hit found through the chunk index is confirmed on the exact lines here.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pbot_watch.pi.entries import SessionReader
-from pbot_watch.search.errors import BadCursor, BadRange, QueryError, UnknownHandle
-from pbot_watch.search.index import SearchIndex, storable
-from pbot_watch.search.memory import EntryLink, Source, path_to_root, session_memory
+from pbot_watch.memory.extract import EntryLink, path_to_root
+from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
+from pbot_watch.memory.index import ensure_memory_tables
+from pbot_watch.search.errors import BadRange, QueryError, UnknownHandle
+from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import (
     MatchMode,
     MemoryHit,
@@ -33,10 +25,8 @@ from pbot_watch.search.models import (
     MemorySection,
     RecallPage,
 )
-from pbot_watch.search.tokens import document, fts_any, fts_quote, is_cjk, query_terms
-from pbot_watch.sources import iter_session_files
+from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens
 
-CHUNK_LINES = 16
 MEMORY_PAGE = 20
 MAX_MEMORY_PAGE = 50
 SNIPPET_CONTEXT = 2
@@ -45,215 +35,10 @@ SNIPPET_LINE_CHARS = 300
 RECALL_CHARS = 12_000
 """Recall returns whole lines up to about this many characters (always at least one line)."""
 MIN_TRIGRAM_CHARS = 3
-CURSOR_VERSION = 1
 
 
 class UnknownEntry(QueryError):
     """A --leaf that is not an entry of the session."""
-
-
-# ---- indexing ---------------------------------------------------------------------------
-
-
-def _source_hash(source: Source) -> str:
-    value = [
-        source.kind,
-        source.timestamp,
-        source.label,
-        source.seq,
-        source.lines,
-        [list(vars(s).values()) for s in source.sections],
-    ]
-    return hashlib.blake2b(
-        json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=12
-    ).hexdigest()
-
-
-def _chunks(lines: list[str]) -> list[tuple[int, int, str]]:
-    out = []
-    for start in range(0, len(lines), CHUNK_LINES):
-        piece = lines[start : start + CHUNK_LINES]
-        out.append((start + 1, len(piece), storable("\n".join(piece))[0]))
-    return out
-
-
-def _read_entries(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
-    reader = SessionReader()
-    entries: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            entries.extend(reader.feed(chunk))
-    if reader.header is None or reader.not_session:
-        return None, []
-    return reader.header.id, entries
-
-
-def sync_memory_file(index: SearchIndex, path: Path) -> bool:
-    """Re-index one session file's raw memory if its ``stat`` changed; return whether it did."""
-    conn = index.conn
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = None
-    row = conn.execute("SELECT ino, size, mtime_ns FROM mem_files WHERE path = ?", (str(path),)).fetchone()
-    if st is not None and row is not None and tuple(row) == (st.st_ino, st.st_size, st.st_mtime_ns):
-        return False
-    if st is None:
-        with index.transaction():
-            _drop_file(index, str(path))
-        return row is not None
-    try:
-        session_id, entries = _read_entries(path)
-    except OSError:
-        return False
-    memory = session_memory(entries)
-    with index.transaction():
-        if session_id is None:
-            _drop_file(index, str(path))
-            return row is not None
-        conn.execute(
-            "INSERT INTO mem_files(path, session_id, ino, size, mtime_ns) VALUES (?,?,?,?,?) ON CONFLICT(path) DO UPDATE "
-            "SET session_id=excluded.session_id, ino=excluded.ino, size=excluded.size, mtime_ns=excluded.mtime_ns",
-            (str(path), session_id, st.st_ino, st.st_size, st.st_mtime_ns),
-        )
-        conn.execute("DELETE FROM mem_entries WHERE file = ?", (str(path),))
-        conn.executemany(
-            "INSERT INTO mem_entries(file, session_id, seq, entry_id, parent_id) VALUES (?,?,?,?,?)",
-            [(str(path), session_id, link.seq, link.entry_id, link.parent_id) for link in memory.links],
-        )
-        _sync_sources(index, str(path), session_id, memory.sources)
-    return True
-
-
-def _sync_sources(index: SearchIndex, path: str, session_id: str, sources: list[Source]) -> None:
-    conn = index.conn
-    old: dict[tuple[str, int], tuple[int, str]] = {}
-    for rowid, entry_id, part, digest in conn.execute(
-        "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ?", (path,)
-    ):
-        old[(entry_id, part)] = (rowid, digest)
-    keep: set[int] = set()
-    for source in sources:
-        digest = _source_hash(source)
-        before = old.get((source.entry_id, source.part))
-        if before is not None and before[1] == digest:
-            keep.add(before[0])
-            continue
-        cur = conn.execute(
-            "INSERT INTO mem_sources(file, session_id, entry_id, seq, part, kind, timestamp, label, lines, sections, digest) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                path,
-                session_id,
-                source.entry_id,
-                source.seq,
-                source.part,
-                source.kind,
-                storable(source.timestamp)[0],
-                storable(source.label)[0],
-                json.dumps(source.lines),
-                json.dumps([[s.title, s.first, s.last] for s in source.sections]),
-                digest,
-            ),
-        )
-        rowid = cur.lastrowid
-        assert rowid is not None
-        keep.add(rowid)
-        for line, count, text in _chunks(source.lines):
-            chunk = conn.execute(
-                "INSERT INTO mem_lines(source, line, count, text) VALUES (?,?,?,?)",
-                (rowid, line, count, text),
-            ).lastrowid
-            conn.execute("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", (chunk, text.lower()))
-            conn.execute("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", (chunk, document(text)))
-    for rowid, _digest in old.values():
-        if rowid not in keep:
-            _drop_source(index, rowid)
-
-
-def _drop_source(index: SearchIndex, rowid: int) -> None:
-    conn = index.conn
-    for chunk, text in conn.execute(
-        "SELECT rowid, text FROM mem_lines WHERE source = ?", (rowid,)
-    ).fetchall():
-        conn.execute(
-            "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (chunk, text.lower())
-        )
-        conn.execute(
-            "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)", (chunk, document(text))
-        )
-    conn.execute("DELETE FROM mem_lines WHERE source = ?", (rowid,))
-    conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
-
-
-def _drop_file(index: SearchIndex, path: str) -> None:
-    for (rowid,) in index.conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (path,)).fetchall():
-        _drop_source(index, rowid)
-    index.conn.execute("DELETE FROM mem_entries WHERE file = ?", (path,))
-    index.conn.execute("DELETE FROM mem_files WHERE path = ?", (path,))
-
-
-def refresh_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
-    """Sync every session file under ``roots`` (and forget files that are gone); return files re-read."""
-    seen: set[str] = set()
-    changed = 0
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for path in iter_session_files(root):
-            seen.add(str(path))
-            changed += sync_memory_file(index, path)
-    gone = [p for (p,) in index.conn.execute("SELECT path FROM mem_files") if p not in seen]
-    if gone:
-        with index.transaction():
-            for path in gone:
-                _drop_file(index, path)
-    return changed
-
-
-def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
-    """Forget all raw memory and read every session file again."""
-    with index.transaction():
-        for table in ("mem_literal", "mem_terms"):
-            index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
-        for table in ("mem_lines", "mem_sources", "mem_entries", "mem_files"):
-            index.conn.execute(f"DELETE FROM {table}")
-    refresh_memory(index, roots)
-    return int(index.conn.execute("SELECT count(*) FROM mem_files").fetchone()[0])
-
-
-# ---- handles and cursors ----------------------------------------------------------------
-
-
-def _b64(value: Any) -> str:
-    raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _unb64(text: str) -> Any:
-    padded = text + "=" * (-len(text) % 4)
-    return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-
-
-def make_handle(session_id: str, entry_id: str, part: int) -> str:
-    """An opaque handle for one source: stable across re-indexing, meaningless to parse."""
-    return "m1." + _b64([session_id, entry_id, part])
-
-
-def parse_handle(handle: str) -> tuple[str, str, int]:
-    try:
-        prefix, body = handle.split(".", 1)
-        session_id, entry_id, part = _unb64(body)
-        if (
-            prefix != "m1"
-            or not isinstance(session_id, str)
-            or not isinstance(entry_id, str)
-            or not isinstance(part, int)
-        ):
-            raise ValueError
-    except (ValueError, TypeError, UnicodeError):
-        raise UnknownHandle(handle) from None
-    return session_id, entry_id, part
 
 
 # ---- scope ------------------------------------------------------------------------------
@@ -356,28 +141,6 @@ def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
 # ---- search -----------------------------------------------------------------------------
 
 
-def _cursor_key(query: str, match: str, in_: str | None, session_id: str | None, leaf: str | None) -> str:
-    raw = json.dumps([query, match, in_, session_id, leaf], ensure_ascii=False).encode(
-        "utf-8", "surrogatepass"
-    )
-    return hashlib.blake2b(raw, digest_size=8).hexdigest()
-
-
-def _decode_cursor(cursor: str, key: str) -> tuple[int, int]:
-    try:
-        value = _unb64(cursor)
-        if not isinstance(value, dict) or value.get("v") != CURSOR_VERSION:
-            raise ValueError
-        offset, snapshot = value["o"], value["s"]
-        if not isinstance(offset, int) or not isinstance(snapshot, int) or offset < 0:
-            raise ValueError
-    except (ValueError, TypeError, KeyError, UnicodeError):
-        raise BadCursor("it is not a cursor from memory search") from None
-    if value.get("k") != key:
-        raise BadCursor("it belongs to a different query, match, --in, --session or --leaf")
-    return offset, snapshot
-
-
 def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     section = row.section_of(line)
     lo = max(section.firstLine if section else 1, line - SNIPPET_CONTEXT)
@@ -428,10 +191,11 @@ def search_memory(
     """
     if not 1 <= limit <= MAX_MEMORY_PAGE:
         raise QueryError(f"memory search limit must be between 1 and {MAX_MEMORY_PAGE} (got {limit})")
-    key = _cursor_key(query, match, in_, session_id, leaf)
+    ensure_memory_tables(index)
+    key = cursor_key(query, match, in_, session_id, leaf)
     conn = index.conn
     if after is not None:
-        offset, snapshot = _decode_cursor(after, key)
+        offset, snapshot = parse_cursor(after, key)
     else:
         offset = 0
         snapshot = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM mem_sources").fetchone()[0])
@@ -461,11 +225,7 @@ def search_memory(
     total = len(hits)
     page = hits[offset : offset + limit]
     next_offset = offset + limit if offset + limit < total else None
-    cursor = (
-        _b64({"v": CURSOR_VERSION, "k": key, "o": next_offset, "s": snapshot})
-        if next_offset is not None
-        else None
-    )
+    cursor = make_cursor(key, next_offset, snapshot) if next_offset is not None else None
     return MemorySearchResult(
         query=query,
         match=match,
@@ -564,7 +324,7 @@ def _terms_hits(
         row = rows[rowid]
         line_scores = []
         for number, text in enumerate(row.lines, 1):
-            found = sum(1 for t in set(_line_tokens(text)) if t in wanted)
+            found = sum(1 for t in set(tokens(text)) if t in wanted)
             if found:
                 line_scores.append((found, number))
         if per_line:
@@ -577,12 +337,6 @@ def _terms_hits(
             hits.append((row, best_line, round(score, 6)))
     hits.sort(key=lambda h: (-(h[2] or 0), _desc(h[0].timestamp), h[1] or 0))
     return hits
-
-
-def _line_tokens(text: str) -> list[str]:
-    from pbot_watch.search.tokens import tokens  # noqa: PLC0415
-
-    return tokens(text)
 
 
 def _find_handle(index: SearchIndex, handle: str) -> int:
@@ -601,6 +355,7 @@ def _find_handle(index: SearchIndex, handle: str) -> int:
 
 def recall(index: SearchIndex, handle: str, from_line: int = 1, max_chars: int = RECALL_CHARS) -> RecallPage:
     """Whole lines of one source from ``from_line`` (1-based), about ``max_chars`` at a time."""
+    ensure_memory_tables(index)
     rowid = _find_handle(index, handle)
     row = _load(index, [rowid])[rowid]
     total = len(row.lines)
