@@ -383,11 +383,10 @@ class Archive:
         self.settings = settings
 
     def history_search(self, args: HistorySearchArgs) -> SearchResult:
-        from pbot_watch.search.context import prepare  # noqa: PLC0415 - startup stays light
+        from pbot_watch.query import open_query  # noqa: PLC0415 - startup stays light
         from pbot_watch.search.queries import search_history  # noqa: PLC0415
 
-        context = prepare(self.settings)
-        try:
+        with open_query(self.settings, history=True) as context:
             return search_history(
                 context.index,
                 query=args.query or "",
@@ -400,15 +399,12 @@ class Archive:
                 limit=args.limit,
                 folders=context.folder_paths,
             )
-        finally:
-            context.close()
 
     def history_read(self, args: HistoryReadArgs) -> NodePage:
-        from pbot_watch.search.context import prepare  # noqa: PLC0415
+        from pbot_watch.query import open_query  # noqa: PLC0415
         from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
-        context = prepare(self.settings)
-        try:
+        with open_query(self.settings, history=True) as context:
             return read_node(
                 context.index,
                 args.id,
@@ -416,16 +412,14 @@ class Archive:
                 limit=args.limit,
                 children_offset=args.childrenOffset,
             )
-        finally:
-            context.close()
 
     def search_memory(self, args: SearchMemoryArgs) -> MemorySearchResult:
         from pbot_watch.memory.query import search_memory  # noqa: PLC0415
+        from pbot_watch.query import open_query  # noqa: PLC0415
 
-        index = self._memory_index()
-        try:
+        with open_query(self.settings, memory=True) as context:
             return search_memory(
-                index,
+                context.index,
                 query=args.query or "",
                 match=args.match,
                 in_=args.in_,
@@ -434,29 +428,13 @@ class Archive:
                 after=args.after,
                 limit=args.limit,
             )
-        finally:
-            index.close()
 
     def recall_memory(self, args: RecallMemoryArgs) -> RecallPage:
         from pbot_watch.memory.query import recall  # noqa: PLC0415
+        from pbot_watch.query import open_query  # noqa: PLC0415
 
-        index = self._memory_index()
-        try:
-            return recall(index, args.handle, args.from_)
-        finally:
-            index.close()
-
-    def _memory_index(self) -> Any:
-        from pbot_watch.memory.index import refresh_memory  # noqa: PLC0415
-        from pbot_watch.search.context import open_index  # noqa: PLC0415
-
-        index = open_index(self.settings)
-        try:
-            refresh_memory(index, self.settings.sessions)
-        except BaseException:
-            index.close()
-            raise
-        return index
+        with open_query(self.settings, memory=True) as context:
+            return recall(context.index, args.handle, args.from_)
 
 
 # ---- rendering for the model -----------------------------------------------------------------------

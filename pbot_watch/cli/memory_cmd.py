@@ -8,9 +8,7 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import emit, query_errors
-from pbot_watch.cli.options import archive_options
-from pbot_watch.config import Settings
-from pbot_watch.search.index import SearchIndex
+from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
 from pbot_watch.search.models import MatchMode, MemorySearchResult, RecallPage
 
 
@@ -19,38 +17,17 @@ def memory_group() -> None:
     """Raw memory: every message of a session branch (tool calls and results too)."""
 
 
-def _open(sessions: tuple[Path, ...], archive: Path | None) -> tuple[Settings, SearchIndex]:
-    from pbot_watch.memory.index import refresh_memory  # noqa: PLC0415
-    from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
-
-    with query_errors():
-        settings = resolve_settings(sessions, archive)
-    index = open_index(settings)
-    try:
-        refresh_memory(index, settings.sessions)
-    except BaseException:
-        index.close()
-        raise
-    return settings, index
-
-
 @memory_group.command("search")
 @click.argument("query", required=False, default="")
-@click.option(
-    "--match",
-    type=click.Choice(["literal", "terms"]),
-    default="literal",
-    show_default=True,
-    help="literal: case-insensitive substring per line; terms: words ranked by BM25.",
-)
+@match_option("literal: case-insensitive substring per line; terms: words ranked by BM25.")
 @click.option("--in", "in_", metavar="HANDLE", help="Search only inside this source (every hit line).")
-@click.option("--session", "session_id", help="Only this Pi session id.")
+@session_option
 @click.option(
     "--leaf", metavar="ENTRY", help="Scope: the path from this entry to the root (default: the current leaf)."
 )
 @click.option("--after", metavar="CURSOR", help="Continue a previous search (same query and options).")
-@click.option("--limit", type=click.IntRange(1, 50), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (see docs/search.md).")
+@limit_option
+@json_option("result")
 @archive_options
 def memory_search_command(
     query: str,
@@ -66,22 +43,19 @@ def memory_search_command(
 ) -> None:
     """Search raw session memory along the current branch; without QUERY, list sources."""
     from pbot_watch.memory.query import search_memory  # noqa: PLC0415
+    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415
 
-    _settings, index = _open(sessions, archive)
-    with query_errors():
-        try:
-            result = search_memory(
-                index,
-                query=query,
-                match=match,
-                in_=in_,
-                session_id=session_id,
-                leaf=leaf,
-                after=after,
-                limit=limit,
-            )
-        finally:
-            index.close()
+    with query_errors(), open_query(resolve_settings(sessions, archive), memory=True) as context:
+        result = search_memory(
+            context.index,
+            query=query,
+            match=match,
+            in_=in_,
+            session_id=session_id,
+            leaf=leaf,
+            after=after,
+            limit=limit,
+        )
     emit(result, as_json, render_search)
 
 
@@ -95,20 +69,17 @@ def memory_search_command(
     show_default=True,
     help="First line (1-based).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON (see docs/search.md).")
+@json_option("page")
 @archive_options
 def recall_command(
     handle: str, from_line: int, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
 ) -> None:
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
     from pbot_watch.memory.query import recall  # noqa: PLC0415
+    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415
 
-    _settings, index = _open(sessions, archive)
-    with query_errors():
-        try:
-            page = recall(index, handle, from_line)
-        finally:
-            index.close()
+    with query_errors(), open_query(resolve_settings(sessions, archive), memory=True) as context:
+        page = recall(context.index, handle, from_line)
     emit(page, as_json, render_recall)
 
 

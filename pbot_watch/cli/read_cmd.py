@@ -8,7 +8,7 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import emit, query_errors
-from pbot_watch.cli.options import archive_options
+from pbot_watch.cli.options import archive_options, json_option
 from pbot_watch.search.models import NodeBrief, NodePage
 
 
@@ -31,7 +31,7 @@ from pbot_watch.search.models import NodeBrief, NodePage
     show_default=True,
     help="First child to list (20 per page).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON (see docs/search.md).")
+@json_option("page")
 @archive_options
 def read_command(
     node_id: str,
@@ -43,17 +43,11 @@ def read_command(
     archive: Path | None,
 ) -> None:
     """Read NODE_ID (from search or from another node's parents/children)."""
-    from pbot_watch.search.context import prepare, resolve_settings  # noqa: PLC0415
+    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
-    with query_errors():
-        context = prepare(resolve_settings(sessions, archive))
-        try:
-            page = read_node(
-                context.index, node_id, offset=offset, limit=limit, children_offset=children_offset
-            )
-        finally:
-            context.close()
+    with query_errors(), open_query(resolve_settings(sessions, archive), history=True) as context:
+        page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
     page.warnings = context.warnings
     emit(page, as_json, render)
 

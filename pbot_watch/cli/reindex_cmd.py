@@ -18,7 +18,7 @@ from pbot_watch.config import SettingsError
 def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
-    from pbot_watch.search.context import open_index, resolve_settings  # noqa: PLC0415
+    from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
 
     try:

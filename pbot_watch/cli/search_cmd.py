@@ -8,26 +8,20 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import emit, query_errors
-from pbot_watch.cli.options import archive_options
+from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
 from pbot_watch.search.models import MatchMode, SearchResult
 
 
 @main.command("search")
 @click.argument("query", required=False, default="")
-@click.option(
-    "--match",
-    type=click.Choice(["literal", "terms"]),
-    default="literal",
-    show_default=True,
-    help="literal: case-insensitive substring (pbot's search); terms: words ranked by BM25.",
-)
+@match_option("literal: case-insensitive substring (pbot's search); terms: words ranked by BM25.")
 @click.option("--workspace", type=click.Path(path_type=Path), help="Only records of this workspace.")
-@click.option("--session", "session_id", help="Only this Pi session id.")
+@session_option
 @click.option("--from", "from_", metavar="ISO", help="Only nodes ending at or after this date/time.")
 @click.option("--to", metavar="ISO", help="Only nodes starting at or before this date/time.")
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--limit", type=click.IntRange(1, 50), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (see docs/search.md).")
+@limit_option
+@json_option("result")
 @archive_options
 def search_command(
     query: str,
@@ -43,26 +37,22 @@ def search_command(
     archive: Path | None,
 ) -> None:
     """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
-    from pbot_watch.search.context import prepare, resolve_settings  # noqa: PLC0415 - keep --help fast
+    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415 - keep --help fast
     from pbot_watch.search.queries import search_history  # noqa: PLC0415
 
-    with query_errors():
-        context = prepare(resolve_settings(sessions, archive))
-        try:
-            result = search_history(
-                context.index,
-                query=query,
-                match=match,
-                session_id=session_id,
-                workspace=workspace,
-                from_=from_,
-                to=to,
-                offset=offset,
-                limit=limit,
-                folders=context.folder_paths,
-            )
-        finally:
-            context.close()
+    with query_errors(), open_query(resolve_settings(sessions, archive), history=True) as context:
+        result = search_history(
+            context.index,
+            query=query,
+            match=match,
+            session_id=session_id,
+            workspace=workspace,
+            from_=from_,
+            to=to,
+            offset=offset,
+            limit=limit,
+            folders=context.folder_paths,
+        )
     result.warnings = context.warnings
     emit(result, as_json, render)
 

@@ -1,0 +1,64 @@
+"""One way to run a query: open the search index, bring up to date what it reads, query, close.
+
+The query commands (``search``, ``read``, ``memory search``, ``recall``) and the tools (MCP,
+and any other transport) all open their index here, so they agree on where it lives
+(``<state_dir>/search.db``), on which record folders a history query covers (the same settings
+as ``index``: ``--sessions``, ``--archive``, ``PBOT_WATCH_*``, the config file), and on what is
+refreshed first: the records for history, the session files for raw memory. Refreshing is
+cheap when nothing changed. The index is opened per query and closed after it, so a query works
+whether or not the service is running, and a long-lived server never holds the database open
+between calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pbot_watch.config import Settings, load_settings
+from pbot_watch.memory.index import refresh_memory
+from pbot_watch.search.discover import record_folders
+from pbot_watch.search.index import RecordFolder, SearchIndex
+
+
+@dataclass
+class QueryContext:
+    """An index brought up to date for one query, and what the refresh found on the way."""
+
+    settings: Settings
+    index: SearchIndex
+    folders: list[RecordFolder] = field(default_factory=list)
+    """The record folders a history query covers (empty unless history was refreshed)."""
+    warnings: list[str] = field(default_factory=list)
+    """Records that could not be read while refreshing; the CLI shows them with the result."""
+
+    @property
+    def folder_paths(self) -> list[Path]:
+        return [f.path for f in self.folders]
+
+
+def resolve_settings(sessions: Sequence[Path] = (), archive: Path | None = None) -> Settings:
+    """The settings a query runs under: command-line roots first, then the usual sources."""
+    return load_settings({"sessions": list(sessions) or None, "archive": archive})
+
+
+def open_index(settings: Settings) -> SearchIndex:
+    return SearchIndex(SearchIndex.default_path(settings.state_dir))
+
+
+@contextmanager
+def open_query(settings: Settings, *, history: bool = False, memory: bool = False) -> Iterator[QueryContext]:
+    """The index, with the records (``history``) and the session files (``memory``) brought up to date."""
+    index = open_index(settings)
+    try:
+        context = QueryContext(settings, index)
+        if history:
+            context.folders = record_folders(index, settings.sessions, settings.archive)
+            context.warnings = index.update_from_archive(context.folders).warnings
+        if memory:
+            refresh_memory(index, settings.sessions)
+        yield context
+    finally:
+        index.close()
