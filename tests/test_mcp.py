@@ -418,6 +418,13 @@ class TestMemory:
         assert page["fromLine"] == hit["line"]
         assert f"{hit['line']}| 3 failed: budget over limit" in recalled
 
+    def test_hits_say_their_context(self, client: Client) -> None:
+        """Each hit carries its context label, in the structured result and in the text, with the order rule."""
+        found, text = client.ok("search_memory", {"query": "budget over limit"})
+        assert {"retained"} == {h["context"] for h in found["hits"]}
+        assert " lines · retained" in text
+        assert "historical hits (they left your context" in text
+
     def test_recall_pages_by_lines(self, client: Client) -> None:
         """recall gives whole lines and nextLine until the end of the source."""
         hit = client.ok("search_memory", {"query": "trace line 399"})[0]["hits"][0]

@@ -102,6 +102,7 @@ def render_search(result: MemorySearchResult) -> None:
             where = f" line {hit.line} (lines {hit.snippetLines[0]}-{hit.snippetLines[1]}{section})"
         head = Text(f"{local_time(hit.timestamp)} ", style="cyan")
         head.append(hit.label)
+        head.append(f"  {hit.context}", style="yellow" if hit.context == "historical" else "dim")
         head.append(f"  [{hit.totalLines} lines]{where}", style="dim")
         console.print(head)
         console.print(Text("  handle ", style="dim") + Text(hit.handle))

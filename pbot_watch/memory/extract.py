@@ -52,6 +52,8 @@ class EntryLink:
     seq: int
     entry_id: str
     parent_id: str | None
+    kept: str | None = None
+    """For a compaction entry, its ``firstKeptEntryId`` ("" when it has none); else ``None``."""
 
 
 @dataclass
@@ -162,7 +164,10 @@ def session_memory(entries: list[dict[str, Any]]) -> SessionMemory:
         if not isinstance(entry_id, str):
             continue
         parent = entry.get("parentId")
-        out.links.append(EntryLink(seq, entry_id, parent if isinstance(parent, str) else None))
+        kept = None
+        if entry.get("type") == "compaction":
+            kept = entry.get("firstKeptEntryId") if isinstance(entry.get("firstKeptEntryId"), str) else ""
+        out.links.append(EntryLink(seq, entry_id, parent if isinstance(parent, str) else None, kept))
         out.sources.extend(_entry_sources(entry, seq, calls, answered))
     return out
 
@@ -244,7 +249,14 @@ def _entry_sources(
             b = _Builder()
             b.section(str(entry.get("customType") or "custom"), text)
             sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
-    elif kind in ("compaction", "branch_summary"):
+    elif kind == "compaction":
+        # Always a source, even without a summary: a compaction source's row id is what lets a
+        # memory-search cursor ignore compactions written after its first page (query.py).
+        summary = entry["summary"] if isinstance(entry.get("summary"), str) else ""
+        b = _Builder()
+        b.section(kind, summary)
+        sources.append(_source(entry, seq, 0, kind, f"{kind} {_short(summary) or '(no summary)'}", b))
+    elif kind == "branch_summary":
         summary = entry.get("summary")
         if isinstance(summary, str) and summary:
             b = _Builder()

@@ -26,7 +26,7 @@ from pbot_watch.search.index import SearchIndex, storable
 from pbot_watch.search.tokens import document
 from pbot_watch.sources import iter_session_files
 
-MEMORY_SCHEMA_VERSION = 1
+MEMORY_SCHEMA_VERSION = 2
 """Bump when a memory table or its tokenisation changes: raw memory is then rebuilt, never migrated."""
 
 CHUNK_LINES = 16
@@ -45,7 +45,8 @@ _SCHEMA = (
   session_id TEXT NOT NULL,
   seq INTEGER NOT NULL,      -- file order
   entry_id TEXT NOT NULL,
-  parent_id TEXT
+  parent_id TEXT,
+  kept TEXT                  -- a compaction's firstKeptEntryId ('' if none); NULL for other entries
 )""",
     "CREATE INDEX mem_entries_by_file ON mem_entries(file, seq)",
     "CREATE INDEX mem_entries_by_session ON mem_entries(session_id)",
@@ -170,8 +171,11 @@ def sync_memory_file(index: SearchIndex, path: Path) -> bool:
         )
         conn.execute("DELETE FROM mem_entries WHERE file = ?", (str(path),))
         conn.executemany(
-            "INSERT INTO mem_entries(file, session_id, seq, entry_id, parent_id) VALUES (?,?,?,?,?)",
-            [(str(path), session_id, link.seq, link.entry_id, link.parent_id) for link in memory.links],
+            "INSERT INTO mem_entries(file, session_id, seq, entry_id, parent_id, kept) VALUES (?,?,?,?,?,?)",
+            [
+                (str(path), session_id, link.seq, link.entry_id, link.parent_id, link.kept)
+                for link in memory.links
+            ],
         )
         _sync_sources(index, str(path), session_id, memory.sources)
     return True

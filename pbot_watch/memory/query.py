@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pbot_watch.memory.branch import HISTORICAL, RETAINED, UNKNOWN, context_labels
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables
@@ -20,6 +21,7 @@ from pbot_watch.search.errors import BadRange, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import (
     MatchMode,
+    MemoryContext,
     MemoryHit,
     MemorySearchResult,
     MemorySection,
@@ -35,6 +37,7 @@ SNIPPET_LINE_CHARS = 300
 RECALL_CHARS = 12_000
 """Recall returns whole lines up to about this many characters (always at least one line)."""
 MIN_TRIGRAM_CHARS = 3
+_CONTEXT_ORDER = {HISTORICAL: 0, RETAINED: 1, UNKNOWN: 2}
 
 
 class UnknownEntry(QueryError):
@@ -85,8 +88,22 @@ def _row(values: Any) -> _Row:
     )
 
 
-def _scope(index: SearchIndex, session_id: str | None, leaf: str | None) -> tuple[list[int], list[str]]:
-    """Source row ids visible from each session file's leaf, and the session ids searched."""
+@dataclass
+class _Scope:
+    rowids: list[int]
+    """Source row ids visible from each session file's leaf."""
+    labels: dict[int, MemoryContext]
+    """Each visible source's context label on its branch."""
+    sessions: list[str]
+    """The session ids searched."""
+
+
+def _scope(index: SearchIndex, session_id: str | None, leaf: str | None, snapshot: int) -> _Scope:
+    """The sources in reach of each session file's leaf, labelled as of ``snapshot``.
+
+    Only compactions whose source row existed at ``snapshot`` count: a cursor then labels,
+    and so orders, its later pages as its first page was, whatever was compacted since.
+    """
     conn = index.conn
     if session_id is not None:
         files = conn.execute(
@@ -98,7 +115,7 @@ def _scope(index: SearchIndex, session_id: str | None, leaf: str | None) -> tupl
             )
     else:
         files = conn.execute("SELECT path, session_id FROM mem_files ORDER BY path").fetchall()
-    visible: list[int] = []
+    scope = _Scope([], {}, [])
     sessions: dict[str, None] = {}
     leaf_found = False
     for path, sid in files:
@@ -116,19 +133,29 @@ def _scope(index: SearchIndex, session_id: str | None, leaf: str | None) -> tupl
             tip, leaf_found = leaf, True
         else:
             continue
-        on_path = set(path_to_root(links, tip))
-        sessions.setdefault(sid, None)
-        visible.extend(
-            rowid
-            for rowid, entry_id in conn.execute(
-                "SELECT rowid, entry_id FROM mem_sources WHERE file = ?", (path,)
+        branch = path_to_root(links, tip)[::-1]
+        compactions = dict(
+            conn.execute(
+                "SELECT e.entry_id, e.kept FROM mem_entries e JOIN mem_sources s "
+                "ON s.file = e.file AND s.entry_id = e.entry_id AND s.kind = 'compaction' "
+                "WHERE e.file = ? AND e.kept IS NOT NULL AND s.rowid <= ?",
+                (path, snapshot),
             )
-            if entry_id in on_path
         )
+        on_path = dict(zip(branch, context_labels(branch, compactions), strict=True))
+        sessions.setdefault(sid, None)
+        for rowid, entry_id in conn.execute(
+            "SELECT rowid, entry_id FROM mem_sources WHERE file = ?", (path,)
+        ):
+            label = on_path.get(entry_id)
+            if label is not None:
+                scope.rowids.append(rowid)
+                scope.labels[rowid] = label
     if leaf is not None and not leaf_found:
         where = f" in session {session_id}" if session_id else ""
         raise UnknownEntry(f"unknown leaf entry {leaf!r}{where}")
-    return visible, list(sessions)
+    scope.sessions = list(sessions)
+    return scope
 
 
 def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
@@ -152,7 +179,7 @@ def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     return "\n".join(shown), (lo, hi)
 
 
-def _hit(row: _Row, line: int | None, score: float | None) -> MemoryHit:
+def _hit(row: _Row, line: int | None, score: float | None, context: MemoryContext) -> MemoryHit:
     if line is None:
         snippet, lines, section = "\n".join(row.lines[: 1 + 2 * SNIPPET_CONTEXT]), None, None
     else:
@@ -171,6 +198,7 @@ def _hit(row: _Row, line: int | None, score: float | None) -> MemoryHit:
         snippetLines=lines,
         section=section,
         score=score,
+        context=context,
     )
 
 
@@ -188,6 +216,8 @@ def search_memory(
 
     literal: case-insensitive substring per line, newest source first, one hit per source (per
     line with ``in_``); terms: BM25, best source first; no query and no ``in_``: list sources.
+    Every hit says whether it left the model's context at a compaction (``context``); for a
+    query, historical hits come first, then retained, then unknown, each group in that order.
     """
     if not 1 <= limit <= MAX_MEMORY_PAGE:
         raise QueryError(f"memory search limit must be between 1 and {MAX_MEMORY_PAGE} (got {limit})")
@@ -199,10 +229,11 @@ def search_memory(
     else:
         offset = 0
         snapshot = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM mem_sources").fetchone()[0])
-    visible, sessions = _scope(index, session_id, leaf)
+    scope = _scope(index, session_id, leaf, snapshot)
+    visible = scope.rowids
     if in_ is not None:
         target = _find_handle(index, in_)
-        if target not in visible:
+        if target not in scope.labels:
             raise UnknownHandle(in_)
         visible = [target]
     visible = [r for r in visible if r <= snapshot]
@@ -222,6 +253,10 @@ def search_memory(
         hits = _terms_hits(index, needle, per_line=in_ is not None)
     else:
         hits = _literal_hits(index, needle.lower(), per_line=in_ is not None)
+    if needle:
+        # pi-echo's order: what the model can no longer see first (a stable sort keeps each
+        # group in the order of its match mode).
+        hits.sort(key=lambda hit: _CONTEXT_ORDER[scope.labels[hit[0].rowid]])
     total = len(hits)
     page = hits[offset : offset + limit]
     next_offset = offset + limit if offset + limit < total else None
@@ -229,10 +264,10 @@ def search_memory(
     return MemorySearchResult(
         query=query,
         match=match,
-        hits=[_hit(r, line, score) for r, line, score in page],
+        hits=[_hit(r, line, score, scope.labels[r.rowid]) for r, line, score in page],
         total=total,
         nextCursor=cursor,
-        scope=sessions,
+        scope=scope.sessions,
     )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 NodeKind = Literal["session", "exchange", "summary"]
 MatchMode = Literal["literal", "terms"]
+MemoryContext = Literal["historical", "retained", "unknown"]
 
 
 class _Shape(BaseModel):
@@ -108,6 +109,10 @@ class MemoryHit(_Shape):
     snippetLines: tuple[int, int] | None = Field(description="first and last line of the snippet")  # noqa: N815
     section: MemorySection | None = Field(description="the section holding the hit line")
     score: float | None = None
+    context: MemoryContext = Field(
+        description="historical: left the model's context at the branch's latest compaction; retained: "
+        "still in it (or no compaction); unknown: cannot be told. About context, not about truth"
+    )
 
 
 class MemorySearchResult(_Shape):

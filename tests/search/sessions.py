@@ -37,7 +37,7 @@ class SessionWriter:
             {
                 "id": entry_id,
                 "parentId": parent_id,
-                "timestamp": f"2026-11-01T00:{self.count:02d}:00.000Z",
+                "timestamp": f"2026-11-01T{self.count // 60:02d}:{self.count % 60:02d}:00.000Z",
                 **body,
             }
         )
@@ -87,3 +87,8 @@ class SessionWriter:
     def bash(self, entry_id: str, command: str, output: str, code: int = 0) -> str:
         message = {"role": "bashExecution", "command": command, "output": output, "exitCode": code}
         return self.entry(entry_id, {"type": "message", "message": message})
+
+    def compaction(self, entry_id: str, kept: str, summary: str = "## Goal\nSummary of earlier work.") -> str:
+        """A compaction as Pi writes it: everything before ``kept`` leaves the model's context."""
+        body = {"type": "compaction", "summary": summary, "firstKeptEntryId": kept, "tokensBefore": 50000}
+        return self.entry(entry_id, body)

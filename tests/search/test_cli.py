@@ -134,7 +134,7 @@ class TestMemoryCommands:
         found = json.loads(run("memory", "search", "beta", "--sessions", str(root), "--json").stdout)
         assert 1 == found["total"]
         hit = found["hits"][0]
-        assert (3, "tool") == (hit["line"], hit["kind"])
+        assert (3, "tool", "retained") == (hit["line"], hit["kind"], hit["context"])
         recalled = run("recall", hit["handle"], "--from", "2", "--sessions", str(root))
         assert 0 == recalled.returncode
         assert "2  alpha.txt" in recalled.stdout and "3  beta.txt" in recalled.stdout
@@ -149,6 +149,19 @@ class TestMemoryCommands:
         past = run("recall", hit["handle"], "--from", "9", "--sessions", str(root))
         assert 2 == past.returncode
         assert "outside" in one_error_line(past)
+
+    def test_historical_hits_come_first_and_say_so(self, tmp_path: Path) -> None:
+        """After a compaction, the hit that left the model's context is listed first, labelled historical."""
+        root = tmp_path / "sessions"
+        w = SessionWriter(root / "s.jsonl", "sess-m")
+        w.user("u1", "old budget question")
+        w.user("u2", "new budget question")
+        w.compaction("c1", kept="u2")
+        shown = run("memory", "search", "budget", "--sessions", str(root))
+        assert 0 == shown.returncode, shown.stderr
+        heads = [line for line in shown.stdout.splitlines() if "budget question  " in line]
+        assert "old budget question  historical" in heads[0]
+        assert "new budget question  retained" in heads[1]
 
     def test_crafted_handle_with_a_huge_number_is_unknown(self, tmp_path: Path) -> None:
         """A handle carrying a 31-digit part is an unknown handle (exit 4) for recall and --in, not a crash."""

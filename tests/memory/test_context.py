@@ -1,0 +1,110 @@
+"""Memory search labels each hit historical, retained or unknown, and puts historical hits first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pbot_watch.memory.index import refresh_memory
+from pbot_watch.memory.query import search_memory
+from pbot_watch.search.index import SearchIndex
+from tests.search.sessions import SessionWriter
+
+
+def budget_session(path: Path) -> SessionWriter:
+    """Four budget runs; a compaction keeps the last two (from u3 on) in the model's context."""
+    w = SessionWriter(path, "sess-c")
+    for n in range(1, 5):
+        w.user(f"u{n}", f"check the budget, round {n}")
+        w.assistant(f"a{n}", f"budget round {n} looks fine")
+        if n == 4:
+            break
+        if n == 2:
+            w.compaction("c0", kept="u1")  # an earlier compaction that kept everything
+    return w
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[SearchIndex]:
+    idx = SearchIndex(tmp_path / "search.db")
+    yield idx
+    idx.close()
+
+
+def search(index: SearchIndex, root: Path, query: str, **options: object) -> list[tuple[str, str]]:
+    refresh_memory(index, [root])
+    return [(h.entryId, h.context) for h in search_memory(index, query, **options).hits]  # type: ignore[arg-type]
+
+
+class TestContextOrder:
+    def test_historical_hits_come_first(self, tmp_path: Path, index: SearchIndex) -> None:
+        """Hits that left the context at the latest compaction come before retained ones, each newest first."""
+        w = budget_session(tmp_path / "s" / "s.jsonl")
+        w.compaction("c1", kept="u3")
+        w.user("u5", "one more budget question")
+        hits = search(index, tmp_path / "s", "budget")
+        assert [
+            ("a2", "historical"),
+            ("u2", "historical"),
+            ("a1", "historical"),
+            ("u1", "historical"),
+            ("u5", "retained"),
+            ("a4", "retained"),
+            ("u4", "retained"),
+            ("a3", "retained"),
+            ("u3", "retained"),
+        ] == hits
+
+    def test_terms_mode_groups_too(self, tmp_path: Path, index: SearchIndex) -> None:
+        """In terms mode the groups keep BM25 order inside them, historical first."""
+        w = budget_session(tmp_path / "s" / "s.jsonl")
+        w.compaction("c1", kept="u3")
+        contexts = [c for _e, c in search(index, tmp_path / "s", "budget round", match="terms")]
+        assert ["historical"] * 4 + ["retained"] * 4 == contexts
+
+    def test_without_compaction_everything_is_retained(self, tmp_path: Path, index: SearchIndex) -> None:
+        """A branch that was never compacted, or whose compaction kept everything, is all retained."""
+        budget_session(tmp_path / "s" / "s.jsonl")
+        assert {"retained"} == {c for _e, c in search(index, tmp_path / "s", "budget")}
+
+    def test_unknown_comes_last(self, tmp_path: Path, index: SearchIndex) -> None:
+        """A compaction whose kept entry is not on the branch leaves what precedes it unknown, after the retained."""
+        w = budget_session(tmp_path / "s" / "s.jsonl")
+        w.compaction("c1", kept="not-an-entry")
+        w.user("u5", "one more budget question")
+        hits = search(index, tmp_path / "s", "budget")
+        assert ("u5", "retained") == hits[0]
+        assert {"unknown"} == {c for _e, c in hits[1:]}
+
+    def test_a_compaction_on_another_branch_does_not_count(self, tmp_path: Path, index: SearchIndex) -> None:
+        """Compacting an abandoned branch labels nothing on the current one."""
+        w = budget_session(tmp_path / "s" / "s.jsonl")
+        w.compaction("c1", kept="u3")
+        w.user("u9", "back to the budget, other branch", parent="a2")
+        hits = search(index, tmp_path / "s", "budget")
+        assert {"retained"} == {c for _e, c in hits}
+        assert "u9" == hits[0][0]
+
+    def test_listing_is_labelled_not_regrouped(self, tmp_path: Path, index: SearchIndex) -> None:
+        """Without a query, sources stay newest first, each with its label."""
+        w = budget_session(tmp_path / "s" / "s.jsonl")
+        w.compaction("c1", kept="u3")
+        hits = search(index, tmp_path / "s", "")
+        assert ["c1", "a4", "u4", "a3", "u3", "c0"] == [e for e, _c in hits[:6]]
+        assert ["retained"] * 5 + ["historical"] == [c for _e, c in hits[:6]]
+
+    def test_cursor_keeps_the_first_pages_order(self, tmp_path: Path, index: SearchIndex) -> None:
+        """A compaction written between two pages does not relabel or reorder the next page."""
+        w = budget_session(tmp_path / "s" / "s.jsonl")
+        refresh_memory(index, [tmp_path / "s"])
+        whole = [(h.entryId, h.context) for h in search_memory(index, "budget", limit=50).hits]
+        first = search_memory(index, "budget", limit=3)
+        w.compaction("c1", kept="u3")
+        refresh_memory(index, [tmp_path / "s"])
+        second = search_memory(index, "budget", limit=50, after=first.nextCursor)
+        paged = [(h.entryId, h.context) for h in (*first.hits, *second.hits)]
+        assert whole == paged
+        fresh = search_memory(index, "budget", limit=50).hits
+        assert "historical" == fresh[0].context
