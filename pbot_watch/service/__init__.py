@@ -5,9 +5,11 @@ Modules, in the order data flows through them:
 * ``watch``: watchdog observers on the session roots; events become "look at this path" items.
 * ``snapshot``: reconcile scans and a pure diff of two scans (events can be lost).
 * ``tail``: the ``Indexer`` with persisted cursors (``state``) and a bounded memory.
+* ``schedule``: ``ReadSchedule``: when each changed file is read (debounce, back-off).
 * ``idle``: the idle clock that runs and cancels the idle worker (summaries).
 * ``run``: ``Server``: startup, the main loop, shutdown, signals.
-* ``lock``, ``status``: one instance per user, and the status file.
+* ``lock``, ``status``: one instance per user, and the status file's model.
+* ``reporter``: ``StatusReporter``: builds and writes the status file, keeps the heartbeat.
 * ``hooks``, ``extensions``: the seams other parts plug into (record listeners, idle worker,
   status providers).
 

@@ -1,10 +1,11 @@
 """The service: startup, a main loop with a short tick, shutdown (the shape of uvicorn's ``Server``).
 
 One thread does all the reading and writing (the "consumer", the main thread): it drains the
-watcher's queue, waits out each file's debounce, calls the tailer, runs reconcile scans, ticks
-the idle clock and writes the status file. The observer thread only enqueues; the idle worker
-runs on its own thread. Signal handlers only set flags, so a stop request is seen within one
-tick (or one batch, which is bounded in time); a second Ctrl-C exits at once.
+watcher's queue into the ``ReadSchedule``, reads what falls due with the tailer, runs reconcile
+scans, ticks the idle clock and has the ``StatusReporter`` write the status file. The observer
+thread only enqueues; the idle worker and the heartbeat run on their own threads. Signal
+handlers only set a flag, so a stop request is seen within one tick (or one batch, which is
+bounded in time); a second Ctrl-C exits at once.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import signal
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -27,56 +27,25 @@ import structlog
 
 from pbot_watch import __version__
 from pbot_watch.config import Settings
-from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
+from pbot_watch.service.hooks import Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.memory import release_free_memory
+from pbot_watch.service.reporter import StatusReporter
+from pbot_watch.service.schedule import ReadSchedule, batches
 from pbot_watch.service.snapshot import Snapshot, diff, scan
 from pbot_watch.service.state import StateStore
-from pbot_watch.service.status import (
-    HEARTBEAT_SECONDS,
-    MAX_ERRORS,
-    MAX_WARNINGS,
-    ErrorInfo,
-    ObserverInfo,
-    Status,
-    iso,
-    write_status,
-)
+from pbot_watch.service.status import Activity
 from pbot_watch.service.tail import ArchiveWriter, Tailer
 from pbot_watch.service.watch import Change, Watcher
 
 log = structlog.get_logger("pbot_watch.service")
 
 TICK_SECONDS = 0.1
-# A file appended to without pause is still read at least this often (debounce is per quiet gap).
-MAX_DEBOUNCE_DELAY = 0.5
-# One batch of reads stops after this long so heartbeats and stop requests stay timely.
+# Reading due files pauses after this long to write status, so the heartbeat stays timely.
 BATCH_SECONDS = 0.5
-CHUNK_FILES = 32
-CHUNK_BYTES = 4 << 20
-RETRY_SECONDS = (1, 5, 30, 120)
 SHUTDOWN_SECONDS = 1.0
 EXIT_FORCED = 130
-
-
-def _chunks(paths: list[Path]) -> Iterator[list[Path]]:
-    """Batches of at most CHUNK_FILES files or about CHUNK_BYTES of them.
-
-    One batch is one SQLite commit, so batches amortise the fsync over many small files; the
-    byte bound keeps a batch short (a stop request is seen between batches).
-    """
-    chunk: list[Path] = []
-    size = 0
-    for path in paths:
-        with suppress(OSError):
-            size += os.stat(path).st_size
-        chunk.append(path)
-        if len(chunk) >= CHUNK_FILES or size >= CHUNK_BYTES:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
 
 
 class StartupError(Exception):
@@ -84,51 +53,34 @@ class StartupError(Exception):
 
 
 @dataclass
-class _Pending:
-    first: float
-    last: float
-
-
-@dataclass
-class _Retry:
-    due: float
-    attempts: int
-
-
-@dataclass
 class Server:
+    """The service's lifecycle; what to read when is ``schedule``'s, the status file ``reporter``'s."""
+
     settings: Settings
     extensions: Extensions = field(default_factory=Extensions)
     context: ServiceContext | None = None
 
     should_exit: bool = False
-    force_exit: bool = False
 
     def __post_init__(self) -> None:
-        self.context = self.context or ServiceContext(self.settings)
+        settings = self.settings
+        self.context = self.context or ServiceContext(settings)
         self.changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
-        self.lock = InstanceLock(self.settings.state_dir)
-        self.pending: dict[Path, _Pending] = {}
-        self.retries: dict[Path, _Retry] = {}
-        self.errors: deque[ErrorInfo] = deque(maxlen=MAX_ERRORS)
-        self.warnings: dict[str, None] = {}
+        self.lock = InstanceLock(settings.state_dir)
         self.started = time.time()
-        self.activity = "starting"
+        self.activity: Activity = "starting"
         self.last_reconcile: float | None = None
+        self.schedule = ReadSchedule(settings.debounce_seconds)
+        self.reporter = StatusReporter(
+            self, settings.state_dir, settings.archive, self.extensions.status_providers
+        )
+        self.idle = IdleClock(self.extensions.idle_worker, settings.idle_seconds, self.record_error)
+        self.state: StateStore | None = None
+        self.tailer: Tailer | None = None
+        self.watcher: Watcher | None = None
         self._snapshot: Snapshot = {}
         self._catching_up: set[Path] = set()
         self._next_reconcile = 0.0
-        self._status_due = 0.0
-        self._status_dirty = True
-        self.state: StateStore | None = None
-        self._status_lock = threading.Lock()
-        self._last_status: Status | None = None
-        self._last_write = 0.0
-        self._heartbeat_stop = threading.Event()
-        self._heartbeat_thread = threading.Thread(target=self._heartbeat, name="pbot-heartbeat", daemon=True)
-        self.tailer: Tailer | None = None
-        self.watcher: Watcher | None = None
-        self.idle = IdleClock(self.extensions.idle_worker, self.settings.idle_seconds, self.record_error)
 
     # ---- entry point -----------------------------------------------------------------------
     def run(self) -> None:
@@ -154,6 +106,11 @@ class Server:
                 signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:  # noqa: ARG002 - signal API
+        """The first signal asks for a clean stop; a second Ctrl-C leaves from the handler itself.
+
+        uvicorn sets a ``force_exit`` flag instead; here nothing could look at it in time, as the
+        consumer may be inside one long read (seconds for a large session) with no tick.
+        """
         if self.should_exit and sig == signal.SIGINT:
             # The second Ctrl-C: the person wants out now. Cursors are only ever written after
             # their records, so leaving mid-batch loses nothing.
@@ -202,14 +159,14 @@ class Server:
             migrations=self.state.applied,
             allocator=os.environ.get("PYTHONMALLOC", "pymalloc"),
         )
-        self.write_status()
-        self._heartbeat_thread.start()
+        self.reporter.write()
+        self.reporter.start_heartbeat()
         # The start scan: every file whose stat and fingerprints match its cursor is left alone.
         self._snapshot = scan(settings.sessions)
         todo = self.tailer.startup_paths(self._snapshot, self._excluded)
         now = time.monotonic()
         for path in todo:
-            self.pending[path] = _Pending(now - MAX_DEBOUNCE_DELAY, now - MAX_DEBOUNCE_DELAY)
+            self.schedule.mark_overdue(path, now)
         self._catching_up = set(todo)
         self.last_reconcile = time.time()
         self._next_reconcile = now + settings.reconcile_seconds
@@ -225,23 +182,13 @@ class Server:
     # ---- main loop ---------------------------------------------------------------------------
     def main_loop(self) -> None:
         while not self.should_exit:
-            self.drain(self._wait_seconds())
+            self.drain(self.schedule.wait_seconds(time.monotonic(), TICK_SECONDS))
             if self.should_exit:
                 break
             self.on_tick()
 
-    def _wait_seconds(self) -> float:
-        if not self.pending:
-            return TICK_SECONDS
-        now = time.monotonic()
-        soonest = min(self._due(p) for p in self.pending.values())
-        return max(0.0, min(TICK_SECONDS, soonest - now))
-
-    def _due(self, pending: _Pending) -> float:
-        return min(pending.last + self.settings.debounce_seconds, pending.first + MAX_DEBOUNCE_DELAY)
-
     def drain(self, timeout: float) -> None:
-        """Move queued changes into ``pending`` (waiting up to ``timeout`` for the first one)."""
+        """Move queued changes into the schedule (waiting up to ``timeout`` for the first one)."""
         try:
             change = self.changes.get(timeout=timeout) if timeout > 0 else self.changes.get_nowait()
         except queue.Empty:
@@ -257,24 +204,17 @@ class Server:
         assert self.tailer is not None
         now = time.monotonic()
         if change.kind == "file":
-            self._mark(change.path, now)
+            self.schedule.mark(change.path, now)
             if change.path in self.tailer.known or change.path in self.tailer.indexer.files:
                 # A write to a session we follow: the person is active (cancel idle work now).
                 self.idle.activity(now)
         elif change.kind == "folder":
             # A new (or moved-in) folder: its files may predate the watch on it.
             for path in scan([change.path]):
-                self._mark(path, now)
+                self.schedule.mark(path, now)
         else:
             for path in [p for p in self.tailer.known if p.is_relative_to(change.path)]:
-                self._mark(path, now)
-
-    def _mark(self, path: Path, now: float) -> None:
-        pending = self.pending.get(path)
-        if pending is None:
-            self.pending[path] = _Pending(now, now)
-        else:
-            pending.last = now
+                self.schedule.mark(path, now)
 
     def on_tick(self) -> None:
         assert self.watcher is not None
@@ -282,35 +222,30 @@ class Server:
         self.process_due(now)
         appeared, vanished = self.watcher.check()
         for root in appeared:
-            self._status_dirty = True
+            self.reporter.changed()
             for path in scan([root]):
-                self._mark(path, now)
+                self.schedule.mark(path, now)
         for root in vanished:
-            self._status_dirty = True
+            self.reporter.changed()
             self._accept(Change("folder-gone", root))
         if now >= self._next_reconcile:
             self.reconcile()
         self.idle.tick(time.monotonic())
-        # A file that keeps failing (unreadable, workspace full) is retried but is not "busy".
-        self.activity = "busy" if self.pending else "idle"
-        self.maybe_write_status()
+        self.activity = "busy" if self.schedule.busy else "idle"
+        self.reporter.maybe_write()
 
     def process_due(self, now: float) -> None:
-        assert self.tailer is not None
-        due = [p for p, pending in self.pending.items() if self._due(pending) <= now]
-        due += [p for p, retry in self.retries.items() if retry.due <= now and p not in self.pending]
+        due = self.schedule.due(now)
         if not due:
             return
-        due.sort()
         deadline = time.monotonic() + BATCH_SECONDS
-        for chunk in _chunks(due):
+        for batch in batches(due):
             if self.should_exit:
                 break
-            for path in chunk:
-                self.pending.pop(path, None)
-            self._sync(chunk)
+            self.schedule.take(batch)
+            self._sync(batch)
             if time.monotonic() > deadline:
-                self.maybe_write_status()
+                self.reporter.maybe_write()
                 deadline = time.monotonic() + BATCH_SECONDS
 
     def _sync(self, paths: list[Path]) -> None:
@@ -325,18 +260,12 @@ class Server:
         now = time.monotonic()
         if report.appended:
             self.idle.activity(now)
-        for path in paths:
-            if path in report.failed:
-                retry = self.retries.get(path)
-                attempts = retry.attempts + 1 if retry else 1
-                delay = RETRY_SECONDS[min(attempts, len(RETRY_SECONDS)) - 1]
-                self.retries[path] = _Retry(now + delay, attempts)
-            else:
-                self.retries.pop(path, None)
+        self.schedule.finished(paths, report.failed, now)
         for warning in report.warnings:
-            self.warn(warning)
+            if self.reporter.warn(warning):
+                log.warning("warning", message=warning)
         if report.changed_state:
-            self._status_dirty = True
+            self.reporter.changed()
 
     def _caught_up(self) -> None:
         """One summary line for the start scan, as ``pbot-watch index`` prints one per pass."""
@@ -361,7 +290,7 @@ class Server:
         self._snapshot = snapshot
         now = time.monotonic()
         for path in changes.changed + changes.deleted:
-            self._mark(path, now - MAX_DEBOUNCE_DELAY)
+            self.schedule.mark_overdue(path, now)
         self.last_reconcile = time.time()
         self._next_reconcile = now + self.settings.reconcile_seconds
         log.info(
@@ -373,130 +302,21 @@ class Server:
             seconds=round(now - started, 3),
         )
 
-    # ---- errors, warnings, status ------------------------------------------------------------
     def record_error(self, message: str) -> None:
         log.error("error", message=message)
-        self.errors.append(ErrorInfo(time=iso(time.time()), message=message))
-        self._status_dirty = True
-
-    def warn(self, message: str) -> None:
-        if message in self.warnings:
-            return
-        log.warning("warning", message=message)
-        self.warnings[message] = None
-        while len(self.warnings) > MAX_WARNINGS:
-            del self.warnings[next(iter(self.warnings))]
-        self._status_dirty = True
-
-    def maybe_write_status(self) -> None:
-        now = time.monotonic()
-        if self._status_dirty or now >= self._status_due:
-            self.write_status()
-
-    def build_status(self, *, running: bool = True) -> Status:
-        now = time.time()
-        tailer, watcher = self.tailer, self.watcher
-        counters = tailer.counters if tailer else None
-        summaries: dict[str, object] = {}
-        extensions: dict[str, dict[str, object]] = {}
-        for name, provider in self.extensions.status_providers.items():
-            try:
-                value = provider()
-            except Exception as error:  # noqa: BLE001 - a provider's bug shows in status, not as a crash
-                value = {"error": repr(error)}
-            if name == SUMMARIES:
-                summaries = value
-            else:
-                extensions[name] = value
-        return Status(
-            running=running,
-            pid=os.getpid(),
-            version=__version__,
-            started=iso(self.started),
-            uptime_seconds=round(now - self.started, 1),
-            heartbeat=iso(now),
-            heartbeat_epoch=now,
-            heartbeat_seconds=HEARTBEAT_SECONDS,
-            observer=watcher.info if watcher else ObserverInfo(kind="none", reason=None),
-            roots=watcher.root_info() if watcher else [],
-            archive=str(self.settings.archive) if self.settings.archive else None,
-            files_tracked=len(tailer.known) if tailer else 0,
-            files_in_memory=tailer.in_memory if tailer else 0,
-            sessions_tracked=tailer.sessions if tailer else 0,
-            workspaces_written=sorted(counters.workspaces_written)[:200] if counters else [],
-            records_written=counters.records_written if counters else 0,
-            records_unchanged=counters.records_unchanged if counters else 0,
-            bytes_parsed_total=counters.bytes_parsed_total if counters else 0,
-            bytes_parsed_last_append=counters.bytes_parsed_last_append if counters else 0,
-            last_append=iso(counters.last_append) if counters and counters.last_append else None,
-            last_append_path=str(counters.last_append_path)
-            if counters and counters.last_append_path
-            else None,
-            last_reconcile=iso(self.last_reconcile) if self.last_reconcile else None,
-            activity=self.activity if running else "stopped",  # type: ignore[arg-type]
-            pending_files=len(self.pending),
-            retrying_files=len(self.retries),
-            idle_worker=self.idle.info(),
-            summaries=summaries,
-            extensions=extensions,
-            errors=list(self.errors),
-            warnings=list(self.warnings),
-        )
-
-    def write_status(self, *, running: bool = True) -> None:
-        status = self.build_status(running=running)
-        with self._status_lock:
-            self._write(status)
-            self._last_status = status if running else None
-        self._status_dirty = False
-        self._status_due = time.monotonic() + HEARTBEAT_SECONDS
-
-    def _write(self, status: Status) -> None:
-        try:
-            write_status(self.settings.state_dir, status)
-        except OSError as error:
-            log.error("status_write_failed", error=str(error))  # noqa: TRY400 - expected (disk full), no traceback
-        self._last_write = time.monotonic()
-
-    def _heartbeat(self) -> None:
-        """Keep the heartbeat fresh while the consumer is inside one long read.
-
-        The first read of a very large session (about 7 s per 50 MB) runs without a tick; the
-        status would look stale although the service is working. This thread rewrites the last
-        status the consumer built, with a new heartbeat and uptime, only when the consumer has
-        not written one for a beat; it never builds a status itself (that reads the consumer's
-        state).
-        """
-        while not self._heartbeat_stop.wait(HEARTBEAT_SECONDS / 2):
-            with self._status_lock:
-                last = self._last_status
-                if last is None or time.monotonic() - self._last_write < HEARTBEAT_SECONDS:
-                    continue
-                now = time.time()
-                self._write(
-                    last.model_copy(
-                        update={
-                            "heartbeat": iso(now),
-                            "heartbeat_epoch": now,
-                            "uptime_seconds": round(now - self.started, 1),
-                            "activity": "busy",
-                        }
-                    )
-                )
+        self.reporter.error(message)
 
     # ---- shutdown ----------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop within a second or two: cancel idle work, stop the observer, final status, unlock."""
         self.activity = "stopping"
-        log.info("stopping", pending=len(self.pending))
+        log.info("stopping", pending=self.schedule.pending)
         if not self.idle.stop(SHUTDOWN_SECONDS):
             log.warning("idle worker did not stop in time; abandoning it", worker=self.idle.worker.name)
         if self.watcher is not None:
             self.watcher.stop(SHUTDOWN_SECONDS)
-        self._heartbeat_stop.set()
-        if self._heartbeat_thread.is_alive():
-            self._heartbeat_thread.join(SHUTDOWN_SECONDS)
-        self.write_status(running=False)
+        self.reporter.stop_heartbeat(SHUTDOWN_SECONDS)
+        self.reporter.write(running=False)
         if self.state is not None:
             self.state.close()
         self.lock.release()

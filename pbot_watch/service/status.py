@@ -29,6 +29,7 @@ MAX_ERRORS = 20
 MAX_WARNINGS = 50
 
 Observer = Literal["inotify", "fsevents", "kqueue", "polling", "none"]
+Activity = Literal["starting", "busy", "idle", "stopping", "stopped"]
 
 
 class ObserverInfo(BaseModel):
@@ -76,7 +77,7 @@ class Status(BaseModel):
     last_append: str | None = None
     last_append_path: str | None = None
     last_reconcile: str | None = None
-    activity: Literal["starting", "busy", "idle", "stopping", "stopped"] = "starting"
+    activity: Activity = "starting"
     pending_files: int = Field(0, description="files changed and waiting for their debounce or a batch")
     retrying_files: int = Field(
         0, description="files whose last read or record write failed; retried with backoff"
