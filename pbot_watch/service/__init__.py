@@ -10,6 +10,7 @@ Modules, in the order data flows through them:
 * ``run``: ``Server``: startup, the main loop, shutdown, signals.
 * ``lock``, ``status``: one instance per user, and the status file's model.
 * ``reporter``: ``StatusReporter``: builds and writes the status file, keeps the heartbeat.
+* ``allocator``: the C allocator for ``run`` and handing freed heap back to the system.
 * ``hooks``, ``extensions``: the seams other parts plug into (record listeners, idle worker,
   status providers).
 

@@ -27,10 +27,10 @@ import structlog
 
 from pbot_watch import __version__
 from pbot_watch.config import Settings
+from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.lock import InstanceLock
-from pbot_watch.service.memory import release_free_memory
 from pbot_watch.service.reporter import StatusReporter
 from pbot_watch.service.schedule import ReadSchedule, batches
 from pbot_watch.service.snapshot import Snapshot, diff, scan

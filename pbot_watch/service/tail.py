@@ -32,8 +32,8 @@ from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import Indexer, SyncResult
 from pbot_watch.pi.cursor import Cursor, plan
+from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import RecordListener
-from pbot_watch.service.memory import release_free_memory
 from pbot_watch.service.state import FileState, StateStore
 
 # Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
