@@ -1,9 +1,12 @@
-"""pydantic models of what Pi writes, and the reader that turns lines into entries.
+"""What Pi writes, and the reader that turns lines into entries.
 
-The models document the format and validate the header; they allow extra fields everywhere,
-because Pi adds entry types and fields in minor releases and we must never reject a session
-for that. The hot path works on the decoded dicts (the indexer touches a handful of keys per
-entry), so one bad field in one entry cannot lose the rest of the file.
+The first line is the header, a pydantic model that allows extra fields: Pi adds fields in
+minor releases and we must never reject a session for that. Every later line is an entry,
+``{type, id, parentId, timestamp, ...}``; a ``message`` entry carries ``message.role`` (``user``,
+``assistant``, ``toolResult``, ``bashExecution``, ``custom``...), ``message.content`` (a string or
+blocks: ``text``, ``image``, ``thinking``, ``toolCall``...) and an assistant's ``stopReason``;
+``id``/``parentId`` may be missing (v1 files). Entries stay decoded dicts: the indexer touches a
+handful of keys per entry, so one bad field in one entry cannot lose the rest of the file.
 """
 
 from __future__ import annotations
@@ -53,58 +56,12 @@ class SessionHeader(_Open):
             return CURRENT_SESSION_VERSION
 
 
-class ContentBlock(_Open):
-    """One block of message content: ``text``, ``image``, ``thinking``, ``toolCall`` or newer kinds."""
-
-    type: Any = None
-    text: Any = None
-
-
-class Message(_Open):
-    """An agent message; ``role`` is ``user``, ``assistant``, ``toolResult``, ``bashExecution``, ``custom``..."""
-
-    role: Any = None
-    content: Any = None
-    stopReason: Any = None  # noqa: N815 - Pi's field name
-    timestamp: Any = None
-
-
-class Entry(_Open):
-    """Any entry after the header. ``id``/``parentId`` may be missing (v1 files, v1 forks)."""
-
-    type: Any = None
-    id: Any = None
-    parentId: Any = None  # noqa: N815 - Pi's field name
-    timestamp: Any = None
-
-
-class MessageEntry(Entry):
-    type: Literal["message"]
-    message: Message
-
-
-class SessionInfoEntry(Entry):
-    type: Literal["session_info"]
-    name: Any = None
-
-
 def _reject_constant(name: str) -> Any:
     # JSON.parse rejects NaN and Infinity; so must we, or a line Pi skips would count here.
     raise ValueError(name)
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_DECODE = _DECODER.decode
-
-
-def decode_line(line: bytes) -> Any:
-    """Parse one line the way ``JSON.parse`` would; raise ``ValueError`` when Pi would skip it."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        # Node decodes with U+FFFD replacement before JSON.parse sees the text.
-        text = line.decode("utf-8", "replace")
-    return _DECODER.decode(text)
+_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
 def v1_entry_id(session_id: str, ordinal: int) -> str:
