@@ -17,7 +17,7 @@ from typing import Literal
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor, fingerprint, plan
-from pbot_watch.pi.entries import SessionReader
+from pbot_watch.sources import iter_session_files, read_header
 
 READ_CHUNK = 1 << 20
 WHOLE_READ = 64 << 20
@@ -202,8 +202,6 @@ def index_all(
     progress: Callable[[int, int], None] | None = None,
 ) -> IndexReport:
     """One pass over every session file below ``roots``; a second pass writes nothing."""
-    from pbot_watch.sources import iter_session_files  # noqa: PLC0415 - keeps indexer pure of discovery
-
     for root in roots:
         if not root.is_dir():
             raise MissingRoot(f"session root {root} does not exist")
@@ -216,14 +214,14 @@ def index_all(
     by_session: dict[str, list[Path]] = {}
     for done, path in enumerate(paths, 1):
         try:
-            header = read_session_id(path)
+            header = read_header(path)
         except OSError as error:
             report.warnings.append(f"{path}: cannot read: {error.strerror}")
             header = None
         if header is False:
             report.not_session += 1
         elif header is not None:
-            by_session.setdefault(header, []).append(path)
+            by_session.setdefault(header.id, []).append(path)
         if progress is not None:
             progress(done, total)
     report.sessions = len(by_session)
@@ -269,31 +267,3 @@ def index_all(
         else:
             report.warnings.append(f"cannot sync {path}: {failure}")
     return report
-
-
-HEADER_CHUNK = 1 << 16
-
-
-def read_session_id(path: Path) -> str | Literal[False] | None:
-    """The session id in ``path``'s header; ``False`` when it is not a session, ``None`` if unknown yet.
-
-    Reads only as far as the header (Pi's rule: the first parsed line must be the session).
-    """
-    reader = SessionReader()
-    with path.open("rb") as handle:
-        while reader.header is None and not reader.not_session:
-            chunk = handle.read(HEADER_CHUNK)
-            if not chunk:
-                break
-            # line by line: only the lines up to the header are decoded
-            start = 0
-            while reader.header is None and not reader.not_session:
-                end = chunk.find(b"\n", start)
-                if end < 0:
-                    reader.feed(chunk[start:])
-                    break
-                reader.feed(chunk[start : end + 1])
-                start = end + 1
-    if reader.not_session:
-        return False
-    return reader.header.id if reader.header is not None else None

@@ -1,4 +1,4 @@
-"""Where Pi keeps sessions, and which files under a root are candidates.
+"""Pi files in: where Pi keeps sessions, which files under a root are candidates, their headers.
 
 Default root: ``${PI_CODING_AGENT_DIR:-~/.pi/agent}/sessions``. Pi puts sessions one level
 down (``--<cwd>--/``), but a custom ``sessionDir`` is flat and ``/import`` keeps any name,
@@ -8,8 +8,14 @@ so every ``*.jsonl`` below a root is a candidate; the header decides whether it 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
+
+from pbot_watch.pi.entries import SessionHeader, session_header
+
+HEADER_CHUNK = 1 << 16
 
 
 def agent_dir() -> Path:
@@ -48,3 +54,44 @@ def iter_session_files(root: Path) -> Iterator[Path]:
             except OSError:
                 continue
         stack.extend(reversed(subfolders))
+
+
+def read_range(fd: int, start: int, length: int) -> bytes:
+    """``length`` bytes of an open file from ``start`` (fewer at its end); no read for an empty range."""
+    return os.pread(fd, length, start) if length > 0 else b""
+
+
+def read_header(path: Path) -> SessionHeader | Literal[False] | None:
+    """``path``'s header by Pi's rule (``session_header``), read without ever blocking.
+
+    Only regular files are session files: a FIFO would block the reader in ``open`` or ``read``
+    and a device may never end, so the file is opened non-blocking and anything else is "not a
+    session". Reading stops at the header, and never goes past the size the file had when it
+    was opened. Raises ``OSError`` when the file cannot be opened or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return session_header(_chunks(fd, st.st_size))
+    finally:
+        os.close(fd)
+
+
+def known_header(path: Path) -> SessionHeader | None:
+    """``read_header`` for those who only need sessions: ``None`` for anything else, unreadable included."""
+    try:
+        return read_header(path) or None
+    except OSError:
+        return None
+
+
+def _chunks(fd: int, size: int) -> Iterator[bytes]:
+    offset = 0
+    while offset < size:
+        chunk = read_range(fd, offset, min(HEADER_CHUNK, size - offset))
+        if not chunk:
+            return
+        offset += len(chunk)
+        yield chunk

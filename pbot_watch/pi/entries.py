@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -195,3 +196,26 @@ class SessionReader:
                 message["role"] = "custom"
         self._ordinal += 1
         return entry, shape
+
+
+def session_header(chunks: Iterable[bytes]) -> SessionHeader | Literal[False] | None:
+    """A session file's header by Pi's rule; ``False`` when it is not a session, ``None`` when undecided.
+
+    The rule is ``SessionReader``'s: blank lines and lines that do not parse are skipped, and the
+    first line that parses must be ``{type: "session", id: string}``. Every part that asks "is
+    this a session, whose, where" uses this, so a file ``index`` archives is one ``search`` finds.
+    Lines are fed one at a time and ``chunks`` is consumed lazily: nothing after the header is
+    decoded or even read. ``None`` is an empty file or a first line still being written.
+    """
+    reader = SessionReader()
+    for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            reader.feed(chunk[start : end + 1])
+            if reader.header is not None:
+                return reader.header
+            if reader.not_session:
+                return False
+            start = end + 1
+        reader.feed(chunk[start:])
+    return None

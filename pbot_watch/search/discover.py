@@ -10,32 +10,12 @@ was deleted does not make its workspace's records disappear from search.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from pbot_watch.search.index import RecordFolder, SearchIndex, workspace_folder
-from pbot_watch.sources import iter_session_files
-
-HEADER_BYTES = 64 * 1024
-
-
-def read_header(path: Path) -> tuple[str | None, str | None]:
-    """(session id, cwd) from a session file's first line; (None, None) when it is not a session."""
-    try:
-        with path.open("rb") as handle:
-            first = handle.readline(HEADER_BYTES)
-    except OSError:
-        return None, None
-    try:
-        value = json.loads(first)
-    except ValueError:
-        return None, None
-    if not isinstance(value, dict) or value.get("type") != "session" or not isinstance(value.get("id"), str):
-        return None, None
-    cwd = value.get("cwd")
-    return value["id"], cwd if isinstance(cwd, str) and cwd else None
+from pbot_watch.sources import iter_session_files, known_header
 
 
 def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tuple[str | None, str | None]]:
@@ -65,7 +45,8 @@ def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tup
             ):
                 out[path] = (before[3], before[4])
                 continue
-            sid, ws = read_header(path)
+            header = known_header(path)
+            sid, ws = (header.id, header.workspace) if header else (None, None)
             out[path] = (sid, ws)
             changed.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns, sid, ws))
     if changed:

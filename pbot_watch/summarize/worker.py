@@ -31,7 +31,6 @@ from pbot_watch.summarize.store import DB_NAME, Limits, Meter, SummaryStore
 log = structlog.get_logger("pbot_watch.summarize")
 
 FolderSource = Callable[[], Iterable[Path]]
-HEADER_LIMIT = 1 << 16
 
 
 def limits_of(settings: Settings) -> Limits:
@@ -55,29 +54,19 @@ def make_summarizer(settings: Settings, meter: Meter | None) -> Summarizer:
     )
 
 
-def session_workspace(path: Path) -> str | None:
-    """The ``cwd`` of a session file's header (its first line), or ``None``."""
-    try:
-        with path.open("rb") as handle:
-            first = handle.readline(HEADER_LIMIT)
-        header = json.loads(first)
-    except (OSError, ValueError):
-        return None
-    if isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("cwd"), str):
-        return str(header["cwd"])
-    return None
-
-
 def discover_folders(settings: Settings) -> list[Path]:
     """Record folders of the workspaces named by the session headers under the session roots."""
     if settings.archive is not None:
         return [settings.archive]
-    from pbot_watch.sources import iter_session_files  # noqa: PLC0415
+    from pbot_watch.sources import iter_session_files, known_header  # noqa: PLC0415
 
     workspaces: set[str] = set()
     for root in settings.sessions:
         if root.is_dir():
-            workspaces.update(w for p in iter_session_files(root) if (w := session_workspace(p)) is not None)
+            for path in iter_session_files(root):
+                header = known_header(path)
+                if header is not None and header.workspace is not None:
+                    workspaces.add(header.workspace)
     store = ArchiveStore(include=tuple(settings.include), exclude=tuple(settings.exclude))
     folders = []
     for workspace in sorted(workspaces):

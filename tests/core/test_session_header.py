@@ -1,0 +1,205 @@
+"""Pi's header rule, read once and used by every part that asks "is this a session, whose, where".
+
+The rule (Pi's ``loadEntriesFromFile``): blank lines and lines that do not parse are skipped;
+the first line that parses must be ``{type: "session", id: string}``, or the file is not a
+session. ``pbot-watch index`` archives by this rule, so ``search`` and ``summarize`` must find
+by it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pbot_watch.pi.entries import SessionHeader, session_header
+from pbot_watch.sources import read_header
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["pbot-watch", *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+def header_line(session_id: str, cwd: str, **extra: str) -> bytes:
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": session_id,
+        "timestamp": "2026-11-29T20:00:00.000Z",
+        "cwd": cwd,
+        **extra,
+    }
+    return json.dumps(header).encode() + b"\n"
+
+
+def exchange(question: str) -> bytes:
+    user = {
+        "type": "message",
+        "id": "u1",
+        "parentId": None,
+        "timestamp": "2026-11-29T20:00:01.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": question}], "timestamp": 0},
+    }
+    assistant = {
+        "type": "message",
+        "id": "a1",
+        "parentId": "u1",
+        "timestamp": "2026-11-29T20:00:02.000Z",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}],
+            "stopReason": "stop",
+            "timestamp": 0,
+        },
+    }
+    return b"".join(json.dumps(e).encode() + b"\n" for e in (user, assistant))
+
+
+NESTED = b"[" * 1000 + b"]" * 1000 + b"\n"
+
+# What comes before the header (or what the header carries), per odd first line.
+ODD_STARTS = {
+    "blank first line": (b"\n", {}),
+    "garbage first line": (b"this is not json\n", {}),
+    "first line nested 1000 deep": (NESTED, {}),
+    "header over 64 KB": (b"", {"note": "x" * (70 * 1024)}),
+}
+
+
+class TestSessionHeader:
+    """``session_header``: the pure rule over a file's bytes, in any chunks."""
+
+    def header_of(self, data: bytes, chunk: int = 7) -> SessionHeader | bool | None:
+        return session_header(data[i : i + chunk] for i in range(0, len(data), chunk))
+
+    @pytest.mark.parametrize("start", list(ODD_STARTS), ids=list(ODD_STARTS))
+    def test_skips_what_pi_skips(self, start: str) -> None:
+        """Blank and unparseable lines before the header are skipped; a long header is read whole."""
+        before, extra = ODD_STARTS[start]
+        header = self.header_of(before + header_line("s1", "/w", **extra) + exchange("q"), chunk=4096)
+        assert isinstance(header, SessionHeader)
+        assert ("s1", "/w") == (header.id, header.workspace)
+
+    def test_first_parsed_line_must_be_the_header(self) -> None:
+        """JSON that parses but is not a session header makes the file not a session."""
+        assert False is self.header_of(b'{"type":"message","id":"x"}\n' + header_line("s1", "/w"))
+
+    def test_header_id_must_be_a_string(self) -> None:
+        """A header whose id is not a string is not a session header."""
+        assert False is self.header_of(b'{"type":"session","id":7}\n')
+
+    def test_unfinished_line_is_not_decided(self) -> None:
+        """Until its newline arrives, a header being written is not known yet."""
+        assert None is self.header_of(header_line("s1", "/w").rstrip(b"\n"))
+
+    def test_empty_file_is_not_decided(self) -> None:
+        """An empty file may still become a session."""
+        assert None is self.header_of(b"")
+
+    def test_stops_reading_at_the_header(self) -> None:
+        """Chunks after the header are never asked for."""
+        asked: list[int] = []
+
+        def chunks() -> object:
+            yield header_line("s1", "/w")
+            asked.append(1)
+            yield b"{never decoded\n"
+
+        assert isinstance(session_header(chunks()), SessionHeader)  # type: ignore[arg-type]
+        assert [] == asked
+
+
+class TestReadHeader:
+    """``read_header``: the rule applied to a file on disk, without ever blocking."""
+
+    def test_reads_a_session_file(self, tmp_path: Path) -> None:
+        """A session file gives its header."""
+        path = tmp_path / "s.jsonl"
+        path.write_bytes(b"\n" + header_line("s1", str(tmp_path)) + exchange("q"))
+        header = read_header(path)
+        assert isinstance(header, SessionHeader)
+        assert "s1" == header.id
+
+    def test_fifo_is_not_a_session(self, tmp_path: Path) -> None:
+        """A FIFO is never opened for a blocking read: it is simply not a session file."""
+        path = tmp_path / "s.jsonl"
+        os.mkfifo(path)
+        assert False is read_header(path)
+
+    def test_device_is_not_a_session(self, tmp_path: Path) -> None:
+        """A symlink to an endless device is not read: it is not a session file."""
+        path = tmp_path / "s.jsonl"
+        path.symlink_to("/dev/zero")
+        assert False is read_header(path)
+
+    def test_missing_file_raises(self, tmp_path: Path) -> None:
+        """A file that is gone is the caller's to report."""
+        with pytest.raises(FileNotFoundError):
+            read_header(tmp_path / "gone.jsonl")
+
+
+class TestIndexedIsSearchable:
+    """What ``index`` archives, ``search`` finds: both read headers by the same rule."""
+
+    @pytest.mark.parametrize("start", list(ODD_STARTS), ids=list(ODD_STARTS))
+    def test_odd_first_line(self, tmp_path: Path, start: str) -> None:
+        """A session with an odd first line (or a huge header) is archived and then found."""
+        before, extra = ODD_STARTS[start]
+        sessions = tmp_path / "sessions"
+        (sessions / "--w--").mkdir(parents=True)
+        # Each session in a workspace of its own: only its own header can lead search to its records.
+        odd, plain = tmp_path / "odd-ws", tmp_path / "plain-ws"
+        odd.mkdir()
+        plain.mkdir()
+        (sessions / "--w--" / "odd.jsonl").write_bytes(
+            before + header_line("odd", str(odd), **extra) + exchange("where is the marmalade")
+        )
+        (sessions / "--w--" / "plain.jsonl").write_bytes(
+            header_line("plain", str(plain)) + exchange("unrelated question")
+        )
+        indexed = run("index", "--sessions", str(sessions))
+        assert 0 == indexed.returncode, indexed.stderr
+        assert "2 sessions, 2 records written" in indexed.stdout
+        found = run("search", "marmalade", "--sessions", str(sessions), "--json")
+        assert 0 == found.returncode, found.stderr
+        matches = json.loads(found.stdout)["matches"]
+        assert ["odd"] == [m["sessionId"] for m in matches]
+
+    def test_nested_line_alone_does_not_break_search(self, tmp_path: Path) -> None:
+        """A file that is only a deeply nested line is not a session, and search still works."""
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        sessions = tmp_path / "sessions"
+        (sessions / "--w--").mkdir(parents=True)
+        (sessions / "--w--" / "bad.jsonl").write_bytes(NESTED)
+        (sessions / "--w--" / "plain.jsonl").write_bytes(
+            header_line("plain", str(workspace)) + exchange("where is the marmalade")
+        )
+        assert 0 == run("index", "--sessions", str(sessions)).returncode
+        found = run("search", "marmalade", "--sessions", str(sessions), "--json")
+        assert 0 == found.returncode, found.stderr
+        assert ["plain"] == [m["sessionId"] for m in json.loads(found.stdout)["matches"]]
+
+
+class TestSummaryDiscovery:
+    """The summary worker finds record folders by the same header rule."""
+
+    @pytest.mark.parametrize("start", list(ODD_STARTS), ids=list(ODD_STARTS))
+    def test_odd_first_line(self, tmp_path: Path, start: str) -> None:
+        """The records of a session with an odd first line are queued for summaries."""
+        from pbot_watch.config import load_settings
+        from pbot_watch.summarize.worker import discover_folders
+
+        before, extra = ODD_STARTS[start]
+        workspace = tmp_path / "ws"
+        sessions = tmp_path / "sessions"
+        (sessions / "--w--").mkdir(parents=True)
+        (workspace / ".pi" / "pbot" / "history").mkdir(parents=True)
+        (sessions / "--w--" / "odd.jsonl").write_bytes(
+            before + header_line("odd", str(workspace), **extra) + exchange("q")
+        )
+        settings = load_settings({"sessions": [sessions]})
+        assert [workspace / ".pi" / "pbot" / "history"] == discover_folders(settings)
