@@ -26,7 +26,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Tool
 
-from pbot_watch.mcp_server import HISTORY_NOTE, MEMORY_NOTE
+from pbot_watch.tools.text import HISTORY_NOTE, MEMORY_NOTE
 from tests.conftest import FIXTURES
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
@@ -556,7 +556,7 @@ class TestProcess:
         """stdout carries only the protocol; the server's log lines are JSON on stderr."""
         client.ok("history_search", {"query": "deploy"})
         lines = [json.loads(line) for line in world.log.read_text().splitlines() if line.startswith("{")]
-        started = [line for line in lines if line.get("event") == "mcp server started"]
+        started = [line for line in lines if line.get("event") == "mcp_server_started"]
         assert started
         assert started[0]["archive"] == str(world.archive)
 
@@ -606,7 +606,7 @@ class TestProcess:
     def test_does_not_import_litellm_or_watchdog(self) -> None:
         """The server's modules stay light: no model library, no file watcher."""
         code = (
-            "import sys, pbot_watch.mcp_server, pbot_watch.cli.mcp_cmd, pbot_watch.search.queries, "
+            "import sys, pbot_watch.mcp_server.stdio, pbot_watch.tools.registry, pbot_watch.cli.mcp_cmd, pbot_watch.search.queries, "
             "pbot_watch.memory.query; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'watchdog')))"
         )

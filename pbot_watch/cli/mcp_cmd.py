@@ -32,7 +32,7 @@ def mcp_command(sessions: tuple[Path, ...], archive: Path | None, log_level: str
     """
     from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
     from pbot_watch.log import configure_logging  # noqa: PLC0415
-    from pbot_watch.mcp_server import serve_stdio  # noqa: PLC0415
+    from pbot_watch.mcp_server.stdio import serve_stdio  # noqa: PLC0415
 
     try:
         settings = load_settings({"sessions": sessions, "archive": archive, "log_level": log_level})

@@ -1,0 +1,118 @@
+"""The tools by name, and one way to call one: validate, run, render, and say whose the failure is.
+
+A transport lists ``TOOLS`` (name, title, description, input and output schema) and hands each
+call to ``call``. The answer is the text for the model and, on success, the structured result
+(exactly the CLI's ``--json``). A failure says what the caller can do about it:
+
+* ``Failure.ARGUMENTS``: fix the arguments (they do not validate, the tool is unknown, or the
+  query is wrong: an unknown id or handle, a bad cursor, a date that does not parse);
+* ``Failure.UNAVAILABLE``: temporarily unavailable (the database is locked or busy, a file could
+  not be read): not the arguments, and the same call may work later;
+* ``Failure.INTERNAL``: a bug in pbot-watch, logged with its traceback.
+
+A query that finds nothing is not a failure: it is a result whose text says so.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from pbot_watch.config import Settings
+from pbot_watch.log import get_logger
+from pbot_watch.search.errors import QueryError
+from pbot_watch.tools import history_read, history_search, recall_memory, search_memory
+from pbot_watch.tools.base import Tool, ToolContext
+from pbot_watch.tools.errors import describe_arguments_error, for_model
+
+TOOLS: tuple[Tool[Any, Any], ...] = (
+    history_search.TOOL,
+    history_read.TOOL,
+    search_memory.TOOL,
+    recall_memory.TOOL,
+)
+TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+UNAVAILABLE_SQLITE = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+"""SQLite's primary result codes for "not now": busy, locked, cannot open or write the file."""
+
+log = get_logger(__name__)
+
+
+class Failure(StrEnum):
+    ARGUMENTS = "arguments"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What a call gives back: text for the model, and the structured result or the kind of failure."""
+
+    text: str
+    structured: dict[str, Any] | None = None
+    """The result as the CLI's ``--json`` prints it; ``None`` when the call failed."""
+    failure: Failure | None = None
+
+
+def call(name: str, raw_arguments: Any, settings: Settings) -> ToolAnswer:
+    """Validate ``raw_arguments`` (JSON from the model), run the tool and render its result.
+
+    Blocking (SQLite, session files): an async transport runs it in a worker thread.
+    """
+    started = time.monotonic()
+    tool = TOOLS_BY_NAME.get(name)
+    if tool is None:
+        return _refused(name, f"Unknown tool {name!r}; this server has {', '.join(TOOLS_BY_NAME)}.")
+    try:
+        args = tool.arguments.model_validate(raw_arguments if raw_arguments is not None else {})
+    except ValidationError as error:
+        return _refused(name, describe_arguments_error(tool, error))
+    try:
+        result = tool.run(args, ToolContext(settings))
+        text = tool.render(result, args)
+    except QueryError as error:
+        return _refused(name, f"{name}: {for_model(str(error))}")
+    except Exception as error:  # every failure reaches the caller as an answer, and the log
+        what = f"{type(error).__name__}: {error}"
+        if _unavailable(error):
+            log.warning("tool_unavailable", tool=name, error=what)
+            return ToolAnswer(
+                f"{name} is temporarily unavailable ({what}). This is not a problem with your arguments; "
+                f"call {name} again later.",
+                failure=Failure.UNAVAILABLE,
+            )
+        log.exception("tool_failed", tool=name)
+        return ToolAnswer(
+            f"{name} failed inside pbot-watch ({what}). This is not a problem with your arguments; "
+            "the server log (stderr) has the details.",
+            failure=Failure.INTERNAL,
+        )
+    log.debug("tool_called", tool=name, ms=round((time.monotonic() - started) * 1000, 1))
+    return ToolAnswer(text, result.model_dump(mode="json", by_alias=True))
+
+
+def _unavailable(error: Exception) -> bool:
+    if isinstance(error, sqlite3.Error):
+        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in UNAVAILABLE_SQLITE
+    return isinstance(error, OSError)
+
+
+def _refused(name: str, message: str) -> ToolAnswer:
+    log.info("tool_refused", tool=name, reason=message)
+    return ToolAnswer(message, failure=Failure.ARGUMENTS)
