@@ -4,8 +4,8 @@ The query commands (``search``, ``read``, ``memory search``, ``recall``) and the
 and any other transport) all open their index here, so they agree on where it lives
 (``<state_dir>/search.db``), on which record folders a history query covers (the same settings
 as ``index``: ``--sessions``, ``--archive``, ``PBOT_WATCH_*``, the config file), and on what is
-refreshed first: the records for history, the session files for raw memory. Refreshing is
-cheap when nothing changed. The index is opened per query and closed after it, so a query works
+refreshed first: the records for history, the session files for raw memory (only the pinned
+session's file when the caller pins a ``MemoryScope``). Refreshing is cheap when nothing changed. The index is opened per query and closed after it, so a query works
 whether or not the service is running, and a long-lived server never holds the database open
 between calls.
 """
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pbot_watch.config import Settings, load_settings
-from pbot_watch.memory.index import refresh_memory
+from pbot_watch.memory.index import ensure_memory_tables, refresh_memory, sync_memory_file
+from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.discover import record_folders
 from pbot_watch.search.index import RecordFolder, SearchIndex
 
@@ -49,15 +50,24 @@ def open_index(settings: Settings) -> SearchIndex:
 
 
 @contextmanager
-def open_query(settings: Settings, *, history: bool = False, memory: bool = False) -> Iterator[QueryContext]:
-    """The index, with the records (``history``) and the session files (``memory``) brought up to date."""
+def open_query(
+    settings: Settings, *, history: bool = False, memory: bool = False, scope: MemoryScope | None = None
+) -> Iterator[QueryContext]:
+    """The index, with the records (``history``) and the session files (``memory``) brought up to date.
+
+    A memory query pinned to one session file (``scope``) can see nothing else, so only that
+    file is synced: a tool call from inside Pi does not pay for every other session.
+    """
     index = open_index(settings)
     try:
         context = QueryContext(settings, index)
         if history:
             context.folders = record_folders(index, settings.sessions, settings.archive)
             context.warnings = index.update_from_archive(context.folders).warnings
-        if memory:
+        if memory and scope is not None and scope.session_file is not None:
+            ensure_memory_tables(index)
+            sync_memory_file(index, scope.session_file)
+        elif memory:
             refresh_memory(index, settings.sessions)
         yield context
     finally:

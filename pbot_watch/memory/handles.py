@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pbot_watch.search.errors import BadCursor, UnknownHandle
@@ -63,11 +64,23 @@ def parse_handle(handle: str) -> tuple[str, str, int]:
     return session_id, entry_id, part
 
 
-def cursor_key(query: str, match: str, in_: str | None, session_id: str | None, leaf: str | None) -> str:
-    """What a cursor must be used with: the same query, match mode, ``--in`` and scope."""
-    raw = json.dumps([query, match, in_, session_id, leaf], ensure_ascii=False).encode(
-        "utf-8", "surrogatepass"
-    )
+def cursor_key(
+    query: str,
+    match: str,
+    in_: str | None,
+    session_id: str | None,
+    leaf: str | None,
+    pinned: Sequence[str | None] = (),
+) -> str:
+    """What a cursor must be used with: the same query, match mode, ``--in`` and scope.
+
+    ``pinned`` is a scope the caller pinned (see ``query.MemoryScope``); without one the key is
+    what it always was, so cursors handed out before stay valid.
+    """
+    value: list[Any] = [query, match, in_, session_id, leaf]
+    if pinned:
+        value.append(list(pinned))
+    raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(raw, digest_size=8).hexdigest()
 
 

@@ -2,22 +2,25 @@
 
 Scope is pi-echo's: the entries on the path from a leaf to the root of one session file (by
 default its current leaf, the last entry in file order). Sources anchored elsewhere — an
-abandoned branch — are never candidates, whatever the query. The tables are ``index.py``'s;
-a literal hit found through the chunk index is confirmed on the exact lines here.
+abandoned branch — are never candidates, whatever the query. A caller that knows which session
+is asking (the Pi extension) pins that session's branch with a ``MemoryScope``; the arguments
+can then only narrow it. The tables are ``index.py``'s; a literal hit found through the chunk
+index is confirmed on the exact lines here.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pbot_watch.memory.branch import HISTORICAL, RETAINED, UNKNOWN, context_labels
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables
-from pbot_watch.search.errors import BadRange, QueryError, UnknownHandle
+from pbot_watch.search.errors import BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import (
     MatchMode,
@@ -42,6 +45,30 @@ _CONTEXT_ORDER = {HISTORICAL: 0, RETAINED: 1, UNKNOWN: 2}
 
 class UnknownEntry(QueryError):
     """A --leaf that is not an entry of the session."""
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """A branch the caller pins, out of the model's reach: pi-echo's "the calling session's branch".
+
+    One session, named by its file (as the caller knows it), its id, or both; the branch from
+    ``leaf`` (default: the file's last entry) to the root. Arguments only narrow it: another
+    ``sessionId`` is refused, a ``leaf`` off the branch is unknown, and a handle of a source off
+    the branch is unknown, in search and in recall alike.
+    """
+
+    session_file: Path | None = None
+    session_id: str | None = None
+    leaf: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.session_file is None and self.session_id is None:
+            raise ValueError("a memory scope names a session file or a session id")
+
+    def key(self) -> tuple[str | None, str | None, str | None]:
+        """What a cursor made in this scope is bound to."""
+        path = str(self.session_file) if self.session_file is not None else None
+        return (path, self.session_id, self.leaf)
 
 
 # ---- scope ------------------------------------------------------------------------------
@@ -98,14 +125,22 @@ class _Scope:
     """The session ids searched."""
 
 
-def _scope(index: SearchIndex, session_id: str | None, leaf: str | None, snapshot: int) -> _Scope:
+def _scope(
+    index: SearchIndex,
+    session_id: str | None,
+    leaf: str | None,
+    snapshot: int,
+    pinned: MemoryScope | None = None,
+) -> _Scope:
     """The sources in reach of each session file's leaf, labelled as of ``snapshot``.
 
     Only compactions whose source row existed at ``snapshot`` count: a cursor then labels,
     and so orders, its later pages as its first page was, whatever was compacted since.
     """
     conn = index.conn
-    if session_id is not None:
+    if pinned is not None:
+        files = _pinned_files(index, pinned, session_id)
+    elif session_id is not None:
         files = conn.execute(
             "SELECT path, session_id FROM mem_files WHERE session_id = ? ORDER BY path", (session_id,)
         ).fetchall()
@@ -118,6 +153,7 @@ def _scope(index: SearchIndex, session_id: str | None, leaf: str | None, snapsho
     scope = _Scope([], {}, [])
     sessions: dict[str, None] = {}
     leaf_found = False
+    pinned_found = False
     for path, sid in files:
         links = [
             EntryLink(seq, entry_id, parent)
@@ -127,12 +163,20 @@ def _scope(index: SearchIndex, session_id: str | None, leaf: str | None, snapsho
         ]
         if not links:
             continue
-        if leaf is None:
-            tip = links[-1].entry_id
-        elif any(link.entry_id == leaf for link in links):
+        tip = links[-1].entry_id
+        reach: Container[str] | None = None  # the entries a --leaf may name; None: all of the file's
+        if pinned is not None:
+            if pinned.leaf is not None:
+                if not any(link.entry_id == pinned.leaf for link in links):
+                    continue
+                tip = pinned.leaf
+            pinned_found = True
+            reach = set(path_to_root(links, tip))
+        if leaf is not None:
+            known = leaf in reach if reach is not None else any(link.entry_id == leaf for link in links)
+            if not known:
+                continue
             tip, leaf_found = leaf, True
-        else:
-            continue
         branch = path_to_root(links, tip)[::-1]
         compactions = dict(
             conn.execute(
@@ -151,11 +195,36 @@ def _scope(index: SearchIndex, session_id: str | None, leaf: str | None, snapsho
             if label is not None:
                 scope.rowids.append(rowid)
                 scope.labels[rowid] = label
+    if pinned is not None and pinned.leaf is not None and files and not pinned_found:
+        # The caller's session is indexed but not up to its current entry: not the model's
+        # arguments, and not "no match" either.
+        raise NotReady(f"the current entry {pinned.leaf!r} of this session is not in its session file yet")
     if leaf is not None and not leaf_found:
-        where = f" in session {session_id}" if session_id else ""
+        where = " on this session's branch" if pinned else f" in session {session_id}" if session_id else ""
         raise UnknownEntry(f"unknown leaf entry {leaf!r}{where}")
     scope.sessions = list(sessions)
     return scope
+
+
+def _pinned_files(index: SearchIndex, pinned: MemoryScope, session_id: str | None) -> list[tuple[str, str]]:
+    """The pinned session's files (none while it is not indexed); another ``session_id`` is refused."""
+    clauses, params = [], []
+    if pinned.session_file is not None:
+        clauses.append("path = ?")
+        params.append(str(pinned.session_file))
+    if pinned.session_id is not None:
+        clauses.append("session_id = ?")
+        params.append(pinned.session_id)
+    files: list[tuple[str, str]] = index.conn.execute(
+        f"SELECT path, session_id FROM mem_files WHERE {' AND '.join(clauses)} ORDER BY path", params
+    ).fetchall()
+    if session_id is not None and files and all(sid != session_id for _path, sid in files):
+        raise QueryError(f"unknown session {session_id!r}: this memory search sees only the current session")
+    return files
+
+
+def _max_rowid(index: SearchIndex) -> int:
+    return int(index.conn.execute("SELECT coalesce(max(rowid), 0) FROM mem_sources").fetchone()[0])
 
 
 def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
@@ -211,6 +280,7 @@ def search_memory(
     leaf: str | None = None,
     after: str | None = None,
     limit: int = MEMORY_PAGE,
+    pinned: MemoryScope | None = None,
 ) -> MemorySearchResult:
     """Search raw memory along one leaf-to-root path per session file (pi-echo's search_memory).
 
@@ -218,21 +288,22 @@ def search_memory(
     line with ``in_``); terms: BM25, best source first; no query and no ``in_``: list sources.
     Every hit says whether it left the model's context at a compaction (``context``); for a
     query, historical hits come first, then retained, then unknown, each group in that order.
+    ``pinned``: the caller's scope (see ``MemoryScope``), which the other arguments only narrow.
     """
     if not 1 <= limit <= MAX_MEMORY_PAGE:
         raise QueryError(f"memory search limit must be between 1 and {MAX_MEMORY_PAGE} (got {limit})")
     ensure_memory_tables(index)
-    key = cursor_key(query, match, in_, session_id, leaf)
+    key = cursor_key(query, match, in_, session_id, leaf, pinned.key() if pinned else ())
     conn = index.conn
     if after is not None:
         offset, snapshot = parse_cursor(after, key)
     else:
         offset = 0
-        snapshot = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM mem_sources").fetchone()[0])
-    scope = _scope(index, session_id, leaf, snapshot)
+        snapshot = _max_rowid(index)
+    scope = _scope(index, session_id, leaf, snapshot, pinned)
     visible = scope.rowids
     if in_ is not None:
-        target = _find_handle(index, in_)
+        target = _find_handle(index, in_, scope.labels if pinned else None)
         if target not in scope.labels:
             raise UnknownHandle(in_)
         visible = [target]
@@ -374,24 +445,35 @@ def _terms_hits(
     return hits
 
 
-def _find_handle(index: SearchIndex, handle: str) -> int:
+def _find_handle(index: SearchIndex, handle: str, within: Container[int] | None = None) -> int:
+    """The row id of the source a handle names (the first one ``within`` a scope, when given)."""
     session_id, entry_id, part = parse_handle(handle)
-    row = index.conn.execute(
-        "SELECT rowid FROM mem_sources WHERE session_id = ? AND entry_id = ? AND part = ? ORDER BY rowid LIMIT 1",
+    for (rowid,) in index.conn.execute(
+        "SELECT rowid FROM mem_sources WHERE session_id = ? AND entry_id = ? AND part = ? ORDER BY rowid",
         (session_id, entry_id, part),
-    ).fetchone()
-    if row is None:
-        raise UnknownHandle(handle)
-    return int(row[0])
+    ):
+        if within is None or rowid in within:
+            return int(rowid)
+    raise UnknownHandle(handle)
 
 
 # ---- recall -----------------------------------------------------------------------------
 
 
-def recall(index: SearchIndex, handle: str, from_line: int = 1, max_chars: int = RECALL_CHARS) -> RecallPage:
-    """Whole lines of one source from ``from_line`` (1-based), about ``max_chars`` at a time."""
+def recall(
+    index: SearchIndex,
+    handle: str,
+    from_line: int = 1,
+    max_chars: int = RECALL_CHARS,
+    pinned: MemoryScope | None = None,
+) -> RecallPage:
+    """Whole lines of one source from ``from_line`` (1-based), about ``max_chars`` at a time.
+
+    With ``pinned``, a handle of a source off the caller's branch is unknown, as in search.
+    """
     ensure_memory_tables(index)
-    rowid = _find_handle(index, handle)
+    within = _scope(index, None, None, _max_rowid(index), pinned).labels if pinned else None
+    rowid = _find_handle(index, handle, within)
     row = _load(index, [rowid])[rowid]
     total = len(row.lines)
     if from_line < 1 or from_line > max(total, 1):

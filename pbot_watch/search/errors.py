@@ -32,3 +32,10 @@ class BadCursor(QueryError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"invalid cursor: {reason}; repeat the search without --after")
+
+
+class NotReady(Exception):
+    """A query that cannot be answered yet, through no fault of the caller's: the same query may work later.
+
+    Not a ``QueryError``: there is nothing in the arguments to correct.
+    """

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from pbot_watch.config import Settings
+from pbot_watch.memory.query import MemoryScope
 
 
 class ToolArguments(BaseModel):
@@ -28,6 +29,8 @@ class ToolContext:
     """What a call runs under, set by the caller, never by the model's arguments."""
 
     settings: Settings
+    scope: MemoryScope | None = None
+    """The branch the memory tools may see (the calling Pi session's); ``None``: every session's."""
 
 
 A = TypeVar("A", bound=ToolArguments)

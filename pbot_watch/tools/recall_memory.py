@@ -22,8 +22,8 @@ class RecallMemoryArgs(ToolArguments):
 
 
 def run(args: RecallMemoryArgs, context: ToolContext) -> RecallPage:
-    with open_query(context.settings, memory=True) as query:
-        return recall(query.index, args.handle, args.from_)
+    with open_query(context.settings, memory=True, scope=context.scope) as query:
+        return recall(query.index, args.handle, args.from_, pinned=context.scope)
 
 
 def render(page: RecallPage, _args: RecallMemoryArgs) -> str:

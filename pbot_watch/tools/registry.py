@@ -7,10 +7,15 @@ call to ``call``. The answer is the text for the model and, on success, the stru
 * ``Failure.ARGUMENTS``: fix the arguments (they do not validate, the tool is unknown, or the
   query is wrong: an unknown id or handle, a bad cursor, a date that does not parse);
 * ``Failure.UNAVAILABLE``: temporarily unavailable (the database is locked or busy, a file could
-  not be read): not the arguments, and the same call may work later;
+  not be read, the pinned session is not indexed up to its current entry yet): not the
+  arguments, and the same call may work later;
 * ``Failure.INTERNAL``: a bug in pbot-watch, logged with its traceback.
 
 A query that finds nothing is not a failure: it is a result whose text says so.
+
+``scope`` pins the memory tools to one session's branch (``MemoryScope``): a caller that knows
+which session is asking sets it, the model's arguments cannot widen it, and the history tools
+ignore it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from pydantic import ValidationError
 
 from pbot_watch.config import Settings
 from pbot_watch.log import get_logger
-from pbot_watch.search.errors import QueryError
+from pbot_watch.memory.query import MemoryScope
+from pbot_watch.search.errors import NotReady, QueryError
 from pbot_watch.tools import history_read, history_search, recall_memory, search_memory
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.errors import describe_arguments_error, for_model
@@ -70,7 +76,7 @@ class ToolAnswer:
     failure: Failure | None = None
 
 
-def call(name: str, raw_arguments: Any, settings: Settings) -> ToolAnswer:
+def call(name: str, raw_arguments: Any, settings: Settings, scope: MemoryScope | None = None) -> ToolAnswer:
     """Validate ``raw_arguments`` (JSON from the model), run the tool and render its result.
 
     Blocking (SQLite, session files): an async transport runs it in a worker thread.
@@ -84,7 +90,7 @@ def call(name: str, raw_arguments: Any, settings: Settings) -> ToolAnswer:
     except ValidationError as error:
         return _refused(name, describe_arguments_error(tool, error))
     try:
-        result = tool.run(args, ToolContext(settings))
+        result = tool.run(args, ToolContext(settings, scope))
         text = tool.render(result, args)
     except QueryError as error:
         return _refused(name, f"{name}: {for_model(str(error))}")
@@ -108,6 +114,8 @@ def call(name: str, raw_arguments: Any, settings: Settings) -> ToolAnswer:
 
 
 def _unavailable(error: Exception) -> bool:
+    if isinstance(error, NotReady):
+        return True
     if isinstance(error, sqlite3.Error):
         return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in UNAVAILABLE_SQLITE
     return isinstance(error, OSError)

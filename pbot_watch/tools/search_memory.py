@@ -47,7 +47,7 @@ class SearchMemoryArgs(ToolArguments):
 
 
 def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
-    with open_query(context.settings, memory=True) as query:
+    with open_query(context.settings, memory=True, scope=context.scope) as query:
         return search_memory(
             query.index,
             query=args.query or "",
@@ -57,6 +57,7 @@ def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
             leaf=args.leaf,
             after=args.after,
             limit=args.limit,
+            pinned=context.scope,
         )
 
 

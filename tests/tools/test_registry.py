@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config import Settings
+from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.tools.registry import TOOLS, Failure, call
 from pbot_watch.tools.text import MEMORY_NOTE
@@ -91,6 +92,61 @@ class TestCall:
         assert answer.failure is None
         assert answer.structured is not None
         assert answer.structured["total"] > 0
+
+
+class TestScope:
+    @pytest.fixture
+    def scope(self, settings: Settings) -> MemoryScope:
+        """sess-1 pinned by its file; sess-2 beside it also ran the budget tests."""
+        other = SessionWriter(settings.sessions[0] / "ws" / "other.jsonl", "sess-2")
+        other.user("v1", "3 failed: budget over limit, in the other session")
+        return MemoryScope(session_file=settings.sessions[0] / "ws" / "s.jsonl")
+
+    def test_memory_search_sees_only_the_pinned_session(self, settings: Settings, scope: MemoryScope) -> None:
+        """With a scope, search_memory searches that session; without, every session."""
+        pinned = call("search_memory", {"query": "budget over limit"}, settings, scope).structured
+        everywhere = call("search_memory", {"query": "budget over limit"}, settings).structured
+        assert pinned is not None and everywhere is not None
+        assert (["sess-1"], 1) == (pinned["scope"], pinned["total"])
+        assert (["sess-1", "sess-2"], 2) == (sorted(everywhere["scope"]), everywhere["total"])
+
+    def test_arguments_cannot_widen_it(self, settings: Settings, scope: MemoryScope) -> None:
+        """sessionId naming another session is the caller's to fix, in the model's words."""
+        answer = call("search_memory", {"query": "budget", "sessionId": "sess-2"}, settings, scope)
+        assert Failure.ARGUMENTS == answer.failure
+        assert (
+            "search_memory: unknown session 'sess-2': this memory search sees only the current session"
+            == (answer.text)
+        )
+
+    def test_recall_outside_it_is_an_unknown_handle(self, settings: Settings, scope: MemoryScope) -> None:
+        """A handle of another session's source does not recall inside the scope."""
+        found = call("search_memory", {"query": "in the other session"}, settings).structured
+        assert found is not None
+        handle = found["hits"][0]["handle"]
+        assert call("recall_memory", {"handle": handle}, settings).failure is None
+        answer = call("recall_memory", {"handle": handle}, settings, scope)
+        assert Failure.ARGUMENTS == answer.failure
+        assert f"unknown memory handle {handle!r}" in answer.text
+
+    def test_leaf_not_written_yet_is_temporary(self, settings: Settings, scope: MemoryScope) -> None:
+        """A pinned leaf the session file does not hold yet is "temporarily unavailable", not "no match"."""
+        ahead = MemoryScope(session_file=scope.session_file, leaf="not-written-yet")
+        answer = call("search_memory", {"query": "budget"}, settings, ahead)
+        assert Failure.UNAVAILABLE == answer.failure
+        assert answer.text.startswith("search_memory is temporarily unavailable (NotReady: ")
+
+    def test_only_the_pinned_file_is_read(self, settings: Settings, scope: MemoryScope) -> None:
+        """A pinned call indexes its own session file, not every session under the roots."""
+        call("search_memory", {"query": "budget"}, settings, scope)
+        with SearchIndex(SearchIndex.default_path(settings.state_dir)) as index:
+            indexed = [path for (path,) in index.conn.execute("SELECT path FROM mem_files")]
+        assert [str(scope.session_file)] == indexed
+
+    def test_history_tools_ignore_it(self, settings: Settings, scope: MemoryScope) -> None:
+        """The history tools search the whole archive, scope or not."""
+        answer = call("history_search", {"query": "budget"}, settings, scope)
+        assert answer.failure is None
 
 
 class TestUnavailable:
