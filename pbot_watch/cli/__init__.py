@@ -20,11 +20,12 @@ def main() -> None:
 
 def _register() -> None:
     # Imported here, not at the top, so each module can import ``main`` without a cycle.
-    from pbot_watch.cli import (  # noqa: F401, PLC0415  # noqa: F401, PLC0415
+    from pbot_watch.cli import (  # noqa: F401, PLC0415
         config_cmd,
         index_cmd,
         mcp_cmd,
         memory_cmd,
+        pi_cmd,
         read_cmd,
         reindex_cmd,
         run_cmd,

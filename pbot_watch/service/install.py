@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import write_atomic
 from pbot_watch.config import APP, default_env_file, xdg_dir
+from pbot_watch.launcher import pbot_watch_command
 
 Manager = Literal["systemd", "launchd"]
 
@@ -140,11 +141,7 @@ def launchd_log_file() -> Path:
 
 def service_command(run_args: list[str], executable: str | None = None) -> list[str]:
     """The absolute command line of the service: ``pbot-watch run ...``."""
-    python = os.path.abspath(executable or sys.executable)  # not resolve(): a venv's python is a symlink
-    script = Path(python).parent / APP
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "run", *run_args]
-    return [python, "-P", "-m", "pbot_watch", "run", *run_args]
+    return pbot_watch_command(["run", *run_args], executable)
 
 
 def template_text(name: str) -> str:

@@ -80,6 +80,11 @@ class PiInstall:
         """argv prefix that runs Pi with the pinned Node, whatever node is first on PATH."""
         return [str(self.node), str(self.pi_cli)]
 
+    @property
+    def bin_dir(self) -> Path:
+        """The prefix's ``node_modules/.bin``: ``pi`` there runs with the first ``node`` on PATH."""
+        return self.prefix / "node_modules" / ".bin"
+
     def path_env(self, base_path: str) -> str:
         """PATH with the pinned Node first: Pi spawns ``node`` for extensions and tools by name."""
         return f"{self.node.parent}{os.pathsep}{base_path}"

@@ -391,7 +391,7 @@ class TestRendering:
 
 class TestPackaging:
     def test_templates_ship_in_the_built_package(self, tmp_path: Path) -> None:
-        """setuptools' build_py (what a wheel is made of) turns the templates symlink into real files."""
+        """setuptools' build_py (what a wheel is made of) turns the templates symlink into real files, and ships the Pi package."""
         repo = Path(__file__).resolve().parents[2]
         source = tmp_path / "src"
         source.mkdir()
@@ -418,3 +418,7 @@ class TestPackaging:
             assert (shipped / name).is_file()
             assert (shipped / name).read_text() == (repo / "systemd" / name).read_text()
         assert (build / "pbot_watch" / "__main__.py").is_file()
+        for name in ("package.json", "extension.ts"):  # the Pi package `pbot-watch pi install` copies
+            assert (build / "pbot_watch" / "pi_package" / name).read_bytes() == (
+                repo / "pbot_watch" / "pi_package" / name
+            ).read_bytes()

@@ -1,0 +1,156 @@
+"""``pbot-watch pi serve``: the Pi extension's one long-lived child, answering JSON lines.
+
+Pi starts this once per process (lazily, on the first need) and keeps it, so a tool call pays
+no interpreter start and no imports. The reader thread parses each line and answers the quick
+methods (``hello``, ``footer``) at once; queries (``tool``, ``cues``) go to one worker thread,
+one at a time, as the MCP server runs them: SQLite serialises writers anyway, and refreshes of
+the index must not race. A bad line is answered with a ``protocol`` error and the child goes
+on; it stops when Pi closes its stdin (Pi quit, or was killed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from pydantic import BaseModel, ValidationError
+
+from pbot_watch import __version__
+from pbot_watch.config import Settings
+from pbot_watch.log import get_logger
+from pbot_watch.pi_bridge.footer import footer_text
+from pbot_watch.pi_bridge.protocol import (
+    ErrorBody,
+    FooterReply,
+    Hello,
+    NoParams,
+    Request,
+    reply_line,
+)
+from pbot_watch.service.status import assess, read_status, status_path
+
+log = get_logger(__name__)
+
+RequestId = int | str | None
+
+
+@dataclass(frozen=True)
+class Method:
+    params: type[BaseModel]
+    run: Callable[[Any], BaseModel]
+    quick: bool = False
+    """Answered on the reader thread, even while a query runs on the worker."""
+
+
+class Child:
+    """The methods, bound to the settings the child was started with."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def methods(self) -> dict[str, Method]:
+        return {
+            "hello": Method(NoParams, self.hello, quick=True),
+            "footer": Method(NoParams, self.footer, quick=True),
+        }
+
+    def hello(self, _params: NoParams) -> Hello:
+        return Hello(
+            version=__version__, pid=os.getpid(), statusFile=str(status_path(self.settings.state_dir))
+        )
+
+    def footer(self, _params: NoParams) -> FooterReply:
+        status = read_status(self.settings.state_dir)
+        state, _detail = assess(self.settings.state_dir, status)
+        return FooterReply(text=footer_text(state, status))
+
+
+class Server:
+    """Reads requests from ``inp`` until end of file and writes one reply per request to ``out``."""
+
+    def __init__(self, child: Child, out: BinaryIO) -> None:
+        self.methods = child.methods()
+        self.out = out
+        self._write_lock = threading.Lock()
+        self._work: queue.Queue[tuple[RequestId, Method, BaseModel] | None] = queue.Queue()
+
+    def serve(self, inp: BinaryIO) -> None:
+        worker = threading.Thread(target=self._worker, name="pi-serve-worker", daemon=True)
+        worker.start()
+        log.info("pi child started", version=__version__, pid=os.getpid())
+        try:
+            for raw in iter(inp.readline, b""):
+                if raw.strip():
+                    self.dispatch(raw)
+        finally:
+            self._work.put(None)
+            worker.join()
+            log.info("pi child stopped")
+
+    def dispatch(self, raw: bytes) -> None:
+        try:
+            data = json.loads(raw)
+        except ValueError as error:
+            self._error(None, "protocol", f"not a JSON line: {error}")
+            return
+        request_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(request_id, int | str):
+            request_id = None
+        try:
+            request = Request.model_validate(data)
+        except ValidationError as error:
+            self._error(request_id, "protocol", f"not a request ({_first(error)})")
+            return
+        method = self.methods.get(request.method)
+        if method is None:
+            known = ", ".join(sorted(self.methods))
+            self._error(request.id, "protocol", f"unknown method {request.method!r} (known: {known})")
+            return
+        try:
+            params = method.params.model_validate(request.params)
+        except ValidationError as error:
+            self._error(request.id, "protocol", f"bad params for {request.method}: {_first(error)}")
+            return
+        if method.quick:
+            self._run(request.id, method, params)
+        else:
+            self._work.put((request.id, method, params))
+
+    def _worker(self) -> None:
+        while (item := self._work.get()) is not None:
+            self._run(*item)
+
+    def _run(self, request_id: RequestId, method: Method, params: BaseModel) -> None:
+        started = time.monotonic()
+        try:
+            result = method.run(params)
+        except Exception as error:  # a bug or an I/O failure: the caller hears "unavailable", the log has it
+            log.exception("pi request failed", method=method.run.__name__)
+            self._error(request_id, "unavailable", f"pbot-watch failed: {type(error).__name__}: {error}")
+            return
+        self._write(reply_line(request_id, result=result))
+        log.debug("pi request", method=method.run.__name__, ms=round((time.monotonic() - started) * 1000, 1))
+
+    def _error(self, request_id: RequestId, kind: str, message: str) -> None:
+        self._write(reply_line(request_id, error=ErrorBody(kind=kind, message=message)))  # type: ignore[arg-type]
+
+    def _write(self, line: bytes) -> None:
+        with self._write_lock:
+            self.out.write(line)
+            self.out.flush()
+
+
+def _first(error: ValidationError) -> str:
+    item = error.errors()[0]
+    where = ".".join(str(part) for part in item["loc"])
+    return f"{where}: {item['msg']}" if where else item["msg"]
+
+
+def serve(settings: Settings, inp: BinaryIO, out: BinaryIO) -> None:
+    Server(Child(settings), out).serve(inp)
