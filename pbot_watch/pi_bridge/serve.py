@@ -31,6 +31,8 @@ from pbot_watch.pi_bridge.protocol import (
     Hello,
     NoParams,
     Request,
+    ToolParams,
+    ToolReply,
     reply_line,
 )
 from pbot_watch.service.status import assess, read_status, status_path
@@ -58,6 +60,7 @@ class Child:
         return {
             "hello": Method(NoParams, self.hello, quick=True),
             "footer": Method(NoParams, self.footer, quick=True),
+            "tool": Method(ToolParams, self.tool),
         }
 
     def hello(self, _params: NoParams) -> Hello:
@@ -69,6 +72,13 @@ class Child:
         status = read_status(self.settings.state_dir)
         state, _detail = assess(self.settings.state_dir, status)
         return FooterReply(text=footer_text(state, status))
+
+    def tool(self, params: ToolParams) -> ToolReply:
+        from pbot_watch.tools.registry import call  # noqa: PLC0415 - the first call pays the imports
+
+        answer = call(params.name, params.arguments, self.settings)
+        failure = None if answer.failure is None else answer.failure.value
+        return ToolReply(text=answer.text, structured=answer.structured, failure=failure)  # type: ignore[arg-type]
 
 
 class Server:

@@ -165,7 +165,9 @@ class Bridge {
 		child.stdout?.on("error", () => {});
 		child.stderr?.on("error", () => {});
 		child.on("error", (error) => this.gone(child, `cannot start ${command}: ${error.message}`));
-		child.on("exit", (code, signal) => this.gone(child, `pbot-watch exited (${signal ?? `code ${code}`})${this.lastWords()}`));
+		child.on("exit", (code, signal) =>
+			this.gone(child, signal ? `pbot-watch was stopped (${signal})` : `pbot-watch exited (code ${code})${this.lastWords()}`),
+		);
 		// Pi must be able to exit while the child idles; pending requests hold the loop with their timers.
 		child.unref();
 		for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as { unref?: () => void } | null)?.unref?.();
@@ -282,12 +284,20 @@ async function callTool(bridge: Bridge, name: string, args: unknown, ctx: Extens
 }
 
 function registerTools(pi: ExtensionAPI, bridge: Bridge): void {
-	for (const spec of bridge.config.tools) {
+	// The same tools over MCP (`mcp__<server>__history_search`, ...) would be offered twice under
+	// confusable names: while this package is loaded, their declarations are left out of model
+	// requests (they stay callable, from codemode scripts for instance).
+	const names = bridge.config.tools.map((tool) => tool.name);
+	const shadowed = (tool: string) => tool.startsWith("mcp__") && names.some((name) => tool.endsWith(`__${name}`));
+	for (const [index, spec] of bridge.config.tools.entries()) {
 		pi.registerTool({
 			name: spec.name,
 			label: spec.label,
 			description: spec.description,
 			parameters: spec.parameters as never, // JSON Schema: Pi validates arguments with it as is
+			...(index === 0
+				? { prepareLoadout: (loadout) => ({ hiddenDeclarations: loadout.declared.map((tool) => tool.name).filter(shadowed) }) }
+				: {}),
 			async execute(_toolCallId, params, signal, _onUpdate, ctx) {
 				try {
 					const reply = await callTool(bridge, spec.name, params, ctx, signal);
@@ -298,17 +308,6 @@ function registerTools(pi: ExtensionAPI, bridge: Bridge): void {
 			},
 		});
 	}
-	// The same tools over MCP (`mcp__<server>__history_search`, ...) would appear twice under
-	// confusable names: while this package is loaded, they are taken out of the model's set.
-	const names = bridge.config.tools.map((tool) => tool.name);
-	const shadowed = (tool: string) => tool.startsWith("mcp__") && names.some((name) => tool.endsWith(`__${name}`));
-	const hideMcpCopies = () => {
-		const active = pi.getActiveTools();
-		const kept = active.filter((tool) => !shadowed(tool));
-		if (kept.length !== active.length) pi.setActiveTools(kept);
-	};
-	pi.on("session_start", hideMcpCopies);
-	pi.on("before_agent_start", hideMcpCopies);
 }
 
 // ---- memory cues -------------------------------------------------------------------------------------

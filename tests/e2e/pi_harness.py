@@ -223,13 +223,38 @@ class RpcPi:
             if match(record):
                 return record
 
-    def command(self, payload: dict[str, Any], timeout: float = RPC_TIMEOUT_S) -> Any:
-        """Send one command, return its response ``data``; a ``success: false`` response raises."""
+    def send(self, payload: dict[str, Any]) -> str:
+        """Write one command without waiting for its response; returns its id."""
         self._next_id += 1
         request_id = f"e2e-{self._next_id}"
+        self._write({**payload, "id": request_id})
+        return request_id
+
+    def _write(self, record: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({**payload, "id": request_id}).encode() + b"\n")
+        self.proc.stdin.write(json.dumps(record).encode() + b"\n")
         self.proc.stdin.flush()
+
+    def ui_request(
+        self, method: str, since: int | None = None, timeout: float = RPC_TIMEOUT_S
+    ) -> dict[str, Any]:
+        """The next extension UI request of this kind (``select``, ``editor``, ``setStatus``, ...)."""
+        return self.wait_for(
+            lambda r: r.get("type") == "extension_ui_request" and r.get("method") == method,
+            f"an extension UI {method} request",
+            timeout,
+            since=since,
+        )
+
+    def answer(self, request: dict[str, Any], value: str | None = None) -> None:
+        """Answer a dialog (Pi's docs/rpc-extension-ui.md): a value, or cancel it when ``value`` is None."""
+        reply: dict[str, Any] = {"type": "extension_ui_response", "id": request["id"]}
+        reply.update({"value": value} if value is not None else {"cancelled": True})
+        self._write(reply)
+
+    def command(self, payload: dict[str, Any], timeout: float = RPC_TIMEOUT_S) -> Any:
+        """Send one command, return its response ``data``; a ``success: false`` response raises."""
+        request_id = self.send(payload)
         response = self.wait_for(
             lambda r: r.get("type") == "response" and r.get("id") == request_id,
             f"response to {payload['type']}",
@@ -309,3 +334,37 @@ def pbot_watch_executable() -> str:
     if found is None:
         raise FileNotFoundError("pbot-watch is not installed beside the test's python nor on PATH")
     return os.path.abspath(found)
+
+
+def child_processes(pid: int) -> dict[int, list[str]]:
+    """The direct children of a process and their argv, from Linux's /proc (the e2e tests run on Linux)."""
+    found: dict[int, list[str]] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            found[child] = [arg.decode(errors="replace") for arg in argv if arg]
+    return found
+
+
+def install_package(world: PiWorld, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``pbot-watch pi install ARGS`` into the world's agent folder, with its Pi first on PATH."""
+    env = {**world.env, "PATH": f"{world.pi.bin_dir}{os.pathsep}{world.env['PATH']}"}
+    done = subprocess.run(
+        [pbot_watch_executable(), "pi", "install", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PRINT_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise PiFailed(f"pbot-watch pi install failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done

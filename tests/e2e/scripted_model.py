@@ -36,7 +36,7 @@ HISTORY_TOOL = "history_search"
 SUMMARY_MARKER = "context summarization assistant"
 RESULT_QUOTE_CHARS = 400
 
-_DIRECTIVE = re.compile(r"\[\[(bash|read|history|mcp):\s*(.+?)\]\]", re.DOTALL)
+_DIRECTIVE = re.compile(r"\[\[(bash|read|history|mcp|tool):\s*(.+?)\]\]", re.DOTALL)
 _MCP_CALL = re.compile(r"(\w+)\s+(\{.*\})", re.DOTALL)
 _ANY_DIRECTIVE = re.compile(r"\[\[.*?\]\]", re.DOTALL)
 
@@ -113,17 +113,24 @@ def decide(body: dict[str, Any]) -> Reply:
     else:
         parts = _MCP_CALL.fullmatch(argument)
         if parts is None:
-            raise ScriptError(f"[[mcp: ...]] wants 'TOOL {{json object}}', got {argument!r}")
+            raise ScriptError(f"[[{kind}: ...]] wants 'TOOL {{json object}}', got {argument!r}")
         try:
             arguments = json.loads(parts[2])
         except ValueError as error:
-            raise ScriptError(f"[[mcp: ...]] arguments are not JSON: {error}") from error
-        call = _mcp_call(body, parts[1], arguments)
+            raise ScriptError(f"[[{kind}: ...]] arguments are not JSON: {error}") from error
+        call = (
+            _mcp_call(body, parts[1], arguments)
+            if kind == "mcp"
+            else _declared_call(body, parts[1], arguments)
+        )
     return Reply(f"Calling {call.name}.", tool_call=call, finish_reason="tool_calls", why=kind)
 
 
 def _mcp_call(body: dict[str, Any], tool: str, arguments: dict[str, Any]) -> ToolCall:
-    name = MCP_TOOL_PREFIX + tool
+    return _declared_call(body, MCP_TOOL_PREFIX + tool, arguments)
+
+
+def _declared_call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> ToolCall:
     declared = declared_tools(body)
     if name not in declared:
         raise ScriptError(f"tool {name} is not declared to the model; declared: {', '.join(declared)}")

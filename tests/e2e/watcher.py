@@ -150,14 +150,18 @@ def archive_files(archive: Path) -> dict[str, bytes]:
 
 
 def wait_until(
-    condition: Callable[[], bool], what: str, timeout: float, on_timeout: Callable[[], str]
+    condition: Callable[[], bool],
+    what: str,
+    timeout: float,
+    on_timeout: Callable[[], str],
+    poll: float = POLL_S,
 ) -> None:
     """Poll ``condition`` until it holds; fail after ``timeout`` seconds with ``on_timeout()``'s details."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{on_timeout()}")
-        time.sleep(POLL_S)
+        time.sleep(poll)
 
 
 def caught_up(watcher: Watcher, reference: Path, timeout: float = 20) -> dict[str, bytes]:
