@@ -217,3 +217,16 @@ class TestRealPi:
         assert [] == real_pi.project_packages()
         assert 1 == len(real_pi.user_packages())
         assert real_pi.folder.is_dir()
+
+
+class TestDocs:
+    @pytest.mark.parametrize("command", ["install", "uninstall"])
+    def test_every_option_is_documented(self, command: str) -> None:
+        """Each option of `pbot-watch pi install|uninstall` appears in docs/pi.md."""
+        from pbot_watch.cli import main
+
+        doc = (REPO / "docs" / "pi.md").read_text(encoding="utf-8")
+        for param in main.commands["pi"].commands[command].params:  # type: ignore[attr-defined]
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("--") and opt != "--help":
+                    assert opt in doc, f"pi {command} {opt}"
