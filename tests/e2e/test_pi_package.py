@@ -1,9 +1,13 @@
-"""pbot-watch's Pi package inside the real Pi: native tools, ``/history``, and failure isolation.
+"""pbot-watch's Pi package inside the real Pi 1.6: native tools, ``/history``, failure isolation.
 
-``pbot-watch pi install`` puts the package into a temporary ``PI_CODING_AGENT_DIR``; Pi 1.6
-loads the TypeScript extension itself, which starts one ``pbot-watch pi serve`` child and keeps
-it. The scripted model on 127.0.0.1 calls the native tools (``[[tool: NAME {...}]]``) and the
-test answers ``/history``'s dialogs through Pi's RPC extension-UI protocol.
+``pbot-watch pi install`` puts the package into a temporary ``PI_CODING_AGENT_DIR``; Pi loads
+the TypeScript extension itself, which starts one ``pbot-watch pi serve`` child and keeps it.
+The scripted model on 127.0.0.1 calls the native tools (``[[tool: NAME {...}]]``), and the test
+answers ``/history``'s dialogs through Pi's RPC extension-UI protocol.
+
+``TestInsidePi`` runs one scripted session (class-scoped: Pi's start is the slow part) and each
+test reads one behaviour off what it left: the session file Pi wrote, the requests the model
+server received, and the RPC records.
 """
 
 from __future__ import annotations
@@ -11,14 +15,24 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e import scripted_model
-from tests.e2e.pi_harness import PiWorld, RpcPi, child_processes, install_package, newest_session
+from tests.e2e.pi_harness import (
+    PiWorld,
+    RpcPi,
+    child_processes,
+    install_package,
+    newest_session,
+    pbot_watch_executable,
+)
 from tests.e2e.pi_install import PiInstall
 from tests.e2e.watcher import one_shot_index, wait_until
 from tests.support.openai_server import OpenAIServer
@@ -26,7 +40,6 @@ from tests.support.openai_server import OpenAIServer
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 REMEMBERED = "quokka"
-OTHER_WORD = "marmalade"
 NATIVE_TOOLS = {"history_search", "history_read", "search_memory", "recall_memory"}
 
 
@@ -48,28 +61,38 @@ def result_text(message: dict[str, Any]) -> str:
     return "\n".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
 
 
-def serve_children(pi: RpcPi) -> dict[int, list[str]]:
+def serve_children(pi: RpcPi) -> set[int]:
     """The extension's ``pbot-watch pi serve`` children of this Pi process."""
     return {
-        pid: argv
+        pid
         for pid, argv in child_processes(pi.proc.pid).items()
-        if argv[-2:] != [] and "serve" in argv and "pi" in argv
+        if any(argv[i : i + 2] == ["pi", "serve"] for i in range(len(argv)))
     }
 
 
-class Scene:
-    """A project with notes, the scripted model, an isolated Pi with the package installed."""
+def isolated_environ(root: Path) -> dict[str, str]:
+    """This process's environment with every per-user location under ``root`` (class-scoped
+    fixtures run before the per-test isolation of tests/conftest.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PBOT_WATCH_")}
+    for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        (root / var).mkdir(parents=True, exist_ok=True)
+        env[var] = str(root / var)
+    return env
 
-    def __init__(self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer) -> None:
-        self.project = tmp_path / "project"
-        self.project.mkdir()
+
+class Scene:
+    """A project with notes, an isolated Pi whose package is installed with pbot-watch pi install."""
+
+    def __init__(self, pi_install: PiInstall, root: Path, model: OpenAIServer) -> None:
+        self.project = root / "project"
+        self.project.mkdir(parents=True)
         (self.project / "notes.txt").write_text(
             f"Notes on the {REMEMBERED} migration.\nStep two: rename the tables.\n"
         )
-        self.archive = tmp_path / "archive"
-        self.world = PiWorld.create(pi_install, tmp_path / "pi", model.base_url, dict(os.environ))
+        self.archive = root / "archive"
+        self.world = PiWorld.create(pi_install, root / "pi", model.base_url, isolated_environ(root))
         self.world.sessions.mkdir(parents=True)
-        install_package(
+        self.installed = install_package(
             self.world,
             "--sessions",
             str(self.world.sessions),
@@ -78,124 +101,168 @@ class Scene:
             cwd=self.project,
         )
 
+    @property
+    def package(self) -> Path:
+        return Path(self.world.env["XDG_DATA_HOME"]) / "pbot-watch" / "pi-package"
+
     def index(self) -> None:
-        """The archive the history tools read (the service would keep it current)."""
-        one_shot_index(self.world.sessions, self.archive)
+        """The archive the history tools read (the service keeps it current; here, once)."""
+        one_shot_index(self.world.sessions, self.archive, env=self.world.env)
+
+    def rewrite_config(self, **changes: Any) -> None:
+        """Change the installed pbot-watch.json, as a moved virtualenv or a stuck process would."""
+        path = self.package / "pbot-watch.json"
+        config = json.loads(path.read_text())
+        for key, value in changes.items():
+            config[key] = {**config[key], **value} if isinstance(value, dict) else value
+        path.write_text(json.dumps(config))
 
 
-@pytest.fixture
-def model() -> OpenAIServer:
+@pytest.fixture(scope="class")
+def model() -> Iterator[OpenAIServer]:
     with OpenAIServer(handler=scripted_model.handler) as server:
-        yield server  # type: ignore[misc]
+        yield server
 
 
-class TestNativeTools:
-    def test_tools_history_and_a_killed_child(
-        self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
-    ) -> None:
-        """Native tools answer from the archive and the branch, /history walks to a node, and Pi survives a killed child."""
-        scene = Scene(pi_install, tmp_path, model)
-        world = scene.world
-        settings = json.loads((world.agent_dir / "settings.json").read_text())
-        assert 1 == len(settings["packages"])
+@dataclass
+class Transcript:
+    """What one scripted session left behind."""
 
-        world.print_turn(
-            f"Remember this: the {REMEMBERED} migration starts on Monday.", cwd=scene.project, cont=False
+    scene: Scene
+    session: Path
+    first_answer: str
+    requests: list[dict[str, Any]]
+    ui: dict[str, dict[str, Any]] = field(default_factory=dict)
+    killed_child: int = 0
+    children_after: set[int] = field(default_factory=set)
+    pi_exit: int = 0
+    pi_stderr: str = ""
+
+
+@pytest.fixture(scope="class")
+def transcript(
+    pi_install: PiInstall, tmp_path_factory: pytest.TempPathFactory, model: OpenAIServer
+) -> Transcript:
+    scene = Scene(pi_install, tmp_path_factory.mktemp("inside-pi"), model)
+    world = scene.world
+    world.print_turn(
+        f"Remember this: the {REMEMBERED} migration starts on Monday.", cwd=scene.project, cont=False
+    )
+    session = newest_session(world.sessions)
+    first_answer = next(
+        e["id"]
+        for e in session_lines(session)
+        if e.get("type") == "message" and e["message"]["role"] == "assistant"
+    )
+    scene.index()
+    ui: dict[str, dict[str, Any]] = {}
+    with world.rpc(scene.project, "-c") as pi:
+        pi.prompt(f'Find it. [[tool: history_search {{"query": "{REMEMBERED}"}}]]')
+
+        # /history <word>, its dialogs answered as an RPC client does (docs/rpc-extension-ui.md)
+        mark = len(pi.seen)
+        pi.send({"type": "prompt", "message": f"/history {REMEMBERED}"})
+        ui["hits"] = pi.ui_request("select", since=mark)
+        hit = next(o for o in ui["hits"]["options"] if " exchange " in o and REMEMBERED in o)
+        mark = len(pi.seen)
+        pi.answer(ui["hits"], hit)
+        ui["node"] = pi.ui_request("select", since=mark)
+        mark = len(pi.seen)
+        pi.answer(ui["node"], "Show text")
+        ui["text"] = pi.ui_request("editor", since=mark)
+        mark = len(pi.seen)
+        pi.answer(ui["text"])
+        pi.answer(pi.ui_request("select", since=mark))  # closing the node's dialog ends the command
+
+        pi.prompt(f'Search memory. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
+
+        # The child is killed: the next call answers at once, a later one from a new child.
+        (killed,) = serve_children(pi)
+        os.kill(killed, signal.SIGKILL)
+        wait_until(lambda: killed not in serve_children(pi), "the killed child to be gone", 10, lambda: "")
+        pi.prompt(f'Again. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
+        wait_until(
+            lambda: (
+                pi.prompt(f'Once more. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]') is not None
+                and not tool_results(session, "search_memory")[-1].get("isError")
+            ),
+            "a search_memory call answered by a restarted child",
+            30,
+            lambda: result_text(tool_results(session, "search_memory")[-1]),
+            poll=0.25,
         )
-        session = newest_session(world.sessions)
-        scene.index()
-        header = session_lines(session)[0]
-        first_answer = next(
-            e["id"]
-            for e in session_lines(session)
-            if e.get("type") == "message" and e["message"]["role"] == "assistant"
-        )
-
-        with world.rpc(scene.project, "-c") as pi:
-            # --- the native tools are declared to the model -----------------------------------
-            pi.prompt(f'Find it. [[tool: history_search {{"query": "{REMEMBERED}"}}]]')
-            declared = set(scripted_model.declared_tools(model.chat_requests[-1].body))
-            assert NATIVE_TOOLS <= declared, declared
-
-            # --- /history <word> through the RPC extension-UI protocol --------------------------
-            mark = len(pi.seen)
-            pi.send({"type": "prompt", "message": f"/history {REMEMBERED}"})
-            hits = pi.ui_request("select", since=mark)
-            assert f"History: {REMEMBERED}" in hits["title"]
-            hit = next(o for o in hits["options"] if " exchange " in o and REMEMBERED in o)
-            mark = len(pi.seen)
-            pi.answer(hits, hit)
-            node = pi.ui_request("select", since=mark)
-            assert node["title"].endswith(f":0:{first_answer}")  # the exchange node of turn one
-            mark = len(pi.seen)
-            pi.answer(node, "Show text")
-            text = pi.ui_request("editor", since=mark)
-            assert f"the {REMEMBERED} migration starts on Monday" in text["prefill"]
-            mark = len(pi.seen)
-            pi.answer(text)
-            again = pi.ui_request("select", since=mark)
-            pi.answer(again)  # closing the dialog ends the command
-
-            # --- memory search sees this branch --------------------------------------------------
-            pi.prompt(f'Search memory. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
-
-            # --- the child is killed: Pi keeps answering, the next call restarts it ---------------
-            (child,) = serve_children(pi)
-            os.kill(child, signal.SIGKILL)
-            wait_until(lambda: child not in serve_children(pi), "the killed child to be gone", 10, lambda: "")
-            answered = pi.prompt(f'Again. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
-            assert answered.get("disposition") == "started"
-            # The extension starts a new child once its back-off (1 s) is over.
-            wait_until(
-                lambda: (
-                    pi.prompt(f'Once more. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]') is not None
-                    and not tool_results(session, "search_memory")[-1].get("isError")
-                ),
-                "a search_memory call answered by a restarted child",
-                30,
-                lambda: result_text(tool_results(session, "search_memory")[-1]),
-                poll=0.25,
-            )
-            restarted = set(serve_children(pi))
-            assert pi.close() == 0, pi.stderr.decode(errors="replace")
-
-        # --- what the tools answered, from the session file -----------------------------------
-        (search,) = tool_results(session, "history_search")
-        assert not search.get("isError"), result_text(search)
-        assert f"{header['id']}" in result_text(search) or REMEMBERED in result_text(search)
-        assert "Monday" in result_text(search)
-        assert f":0:{first_answer}" in result_text(search)
-
-        memory = tool_results(session, "search_memory")
-        assert not memory[0].get("isError"), result_text(memory[0])
-        assert REMEMBERED in result_text(memory[0])
-        after_kill = memory[1]
-        assert not after_kill.get("isError") or "temporarily unavailable" in result_text(after_kill), (
-            result_text(after_kill)
-        )
-        assert not memory[-1].get("isError"), result_text(memory[-1])
-        assert restarted and child not in restarted
+        children_after = serve_children(pi)
+        code = pi.close()
+        stderr = pi.stderr.decode(errors="replace")
+    return Transcript(
+        scene=scene,
+        session=session,
+        first_answer=first_answer,
+        requests=[r.body for r in model.chat_requests],
+        ui=ui,
+        killed_child=killed,
+        children_after=children_after,
+        pi_exit=code,
+        pi_stderr=stderr,
+    )
 
 
-def rewrite_config(scene: Scene, **changes: Any) -> None:
-    """Change the installed pbot-watch.json, as a moved virtualenv or a stuck process would."""
-    from pbot_watch.pi_bridge.install import CONFIG_NAME
+class TestInsidePi:
+    def test_install_registers_the_package(self, transcript: Transcript) -> None:
+        """pbot-watch pi install names the package folder in Pi's user settings."""
+        scene = transcript.scene
+        settings = json.loads((scene.world.agent_dir / "settings.json").read_text())
+        assert [scene.package] == [(scene.world.agent_dir / p).resolve() for p in settings["packages"]]
 
-    path = Path(os.environ["XDG_DATA_HOME"]) / "pbot-watch" / "pi-package" / CONFIG_NAME
-    config = json.loads(path.read_text())
-    for key, value in changes.items():
-        if isinstance(value, dict):
-            config[key] = {**config[key], **value}
-        else:
-            config[key] = value
-    path.write_text(json.dumps(config))
+    def test_native_tools_are_declared(self, transcript: Transcript) -> None:
+        """Every request after the install declares the four tools under their own names."""
+        assert NATIVE_TOOLS <= set(scripted_model.declared_tools(transcript.requests[-1]))
+
+    def test_native_history_search_finds_turn_one(self, transcript: Transcript) -> None:
+        """history_search returns the exchange node of turn one, with its words."""
+        (search,) = tool_results(transcript.session, "history_search")
+        text = result_text(search)
+        assert not search.get("isError"), text
+        assert f":0:{transcript.first_answer}" in text
+        assert "Monday" in text
+
+    def test_history_command_lists_hits(self, transcript: Transcript) -> None:
+        """/history <word> opens a select of hits titled with the query."""
+        assert f"History: {REMEMBERED} (" in transcript.ui["hits"]["title"]
+
+    def test_history_command_opens_the_node(self, transcript: Transcript) -> None:
+        """Choosing the hit opens that exchange node, and Show text shows its words."""
+        assert transcript.ui["node"]["title"].endswith(f":0:{transcript.first_answer}")
+        assert "Show text" in transcript.ui["node"]["options"]
+        assert f"the {REMEMBERED} migration starts on Monday" in transcript.ui["text"]["prefill"]
+
+    def test_memory_search_sees_the_branch(self, transcript: Transcript) -> None:
+        """search_memory finds turn one's words on this session's branch."""
+        first = tool_results(transcript.session, "search_memory")[0]
+        assert not first.get("isError"), result_text(first)
+        assert REMEMBERED in result_text(first)
+
+    def test_killed_child_is_no_match_never(self, transcript: Transcript) -> None:
+        """Right after the child is killed, a call succeeds or says "temporarily unavailable"."""
+        after_kill = tool_results(transcript.session, "search_memory")[1]
+        text = result_text(after_kill)
+        assert not after_kill.get("isError") or "temporarily unavailable" in text, text
+        assert not after_kill.get("isError") or 'This is not "no match"' in text, text
+
+    def test_killed_child_is_replaced(self, transcript: Transcript) -> None:
+        """A later call is answered by a new child, and Pi exits cleanly at the end."""
+        last = tool_results(transcript.session, "search_memory")[-1]
+        assert not last.get("isError"), result_text(last)
+        assert transcript.children_after
+        assert transcript.killed_child not in transcript.children_after
+        assert 0 == transcript.pi_exit, transcript.pi_stderr
 
 
 class TestFailureIsolation:
     def test_missing_pbot_watch(self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer) -> None:
         """When the child cannot be started, the tool says "temporarily unavailable" and Pi answers."""
         scene = Scene(pi_install, tmp_path, model)
-        rewrite_config(scene, command=[str(tmp_path / "gone" / "pbot-watch"), "pi", "serve"])
+        scene.rewrite_config(command=[str(tmp_path / "gone" / "pbot-watch"), "pi", "serve"])
         answer = scene.world.print_turn(
             f'Search. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]', cwd=scene.project, cont=False
         )
@@ -209,11 +276,9 @@ class TestFailureIsolation:
         self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
     ) -> None:
         """A child that never answers costs one deadline, then the tool says so and Pi answers."""
-        import sys
-
         scene = Scene(pi_install, tmp_path, model)
         never_answers = [sys.executable, "-c", "import sys\nfor _ in sys.stdin: pass"]
-        rewrite_config(scene, command=never_answers, timeouts={"toolMs": 1500})
+        scene.rewrite_config(command=never_answers, timeouts={"toolMs": 1500})
         started = time.monotonic()
         answer = scene.world.print_turn(
             f'Search. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]', cwd=scene.project, cont=False
@@ -224,12 +289,23 @@ class TestFailureIsolation:
         assert result["isError"]
         assert "did not answer within 1.5 s" in result_text(result)
 
+    def test_history_outside_the_tui_prints_json(
+        self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
+    ) -> None:
+        """In print mode /history prints the search result as JSON (on stderr: Pi keeps stdout)."""
+        scene = Scene(pi_install, tmp_path, model)
+        scene.world.print_turn(f"The {REMEMBERED} plan.", cwd=scene.project, cont=False)
+        scene.index()
+        done = scene.world.pi_cli("-p", f"/history {REMEMBERED}", cwd=scene.project)
+        result = json.loads(done.stderr[done.stderr.index("{") :])
+        assert REMEMBERED == result["query"]
+        assert 1 == result["total"]
+        assert f"The {REMEMBERED} plan." in result["matches"][0]["snippet"]
+
 
 class TestMcpSplit:
     def test_mcp_copies_are_hidden(self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer) -> None:
         """With pbot-watch also registered over MCP, the model is offered the native tools only."""
-        from tests.e2e.pi_harness import pbot_watch_executable
-
         scene = Scene(pi_install, tmp_path, model)
         scene.world.pi_cli(
             "mcp", "add", "pbot-watch", "--exposure", "direct", "--", pbot_watch_executable(), "mcp",
