@@ -1,15 +1,15 @@
-"""Where records live, finding a session's existing record, and writing only what changed.
+"""Finding a session's existing record, and writing only what changed.
 
-Records sit in ``<workspace>/.pi/pbot/history/`` (pbot's place) or in one central folder. A
-session's record is found by ``sessionId`` (its file name is the record id, which pbot chose
-at random), so the folder's ``sessionId -> file`` map is built once and refreshed when the
-folder changes. Before each write the record on disk is read back if anyone else touched it,
-and ``index_history`` reuses its summaries: a ready summary is never lost to a stale copy.
+Records sit in ``<workspace>/.pi/pbot/history/`` (pbot's place) or in one central folder, as
+``locations.py`` rules. A session's record is found by ``sessionId`` (its file name is the
+record id, which pbot chose at random), so the folder's ``sessionId -> file`` map is built
+once and refreshed when the folder changes. Before each write the record on disk is read back
+if anyone else touched it, and ``index_history`` reuses its summaries: a ready summary is
+never lost to a stale copy.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
+from pbot_watch.archive.locations import exclusion, workspace_folder
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
 
-HISTORY_SUBDIR = Path(".pi") / "pbot" / "history"
 LEGACY_FIELDS = ("file",)
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
@@ -109,16 +109,14 @@ class ArchiveStore:
     def _folder_for(self, workspace: str | None) -> Path:
         if workspace is None:
             raise WorkspaceSkipped("the session header has no cwd")
-        if self.include and not any(fnmatch.fnmatchcase(workspace, p) for p in self.include):
-            raise WorkspaceSkipped(f"workspace {workspace} is not included")
-        if any(fnmatch.fnmatchcase(workspace, p) for p in self.exclude):
-            raise WorkspaceSkipped(f"workspace {workspace} is excluded")
+        reason = exclusion(workspace, self.include, self.exclude)
+        if reason is not None:
+            raise WorkspaceSkipped(f"workspace {workspace} is {reason}")
         if self.central is not None:
             return self.central
-        root = Path(workspace)
-        if not root.is_dir():
+        if not Path(workspace).is_dir():
             raise WorkspaceSkipped(f"workspace {workspace} no longer exists")
-        folder = root / HISTORY_SUBDIR
+        folder = workspace_folder(workspace)
         try:
             ensure_dir(folder)
         except OSError as error:

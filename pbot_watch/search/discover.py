@@ -14,7 +14,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from pbot_watch.search.index import RecordFolder, SearchIndex, workspace_folder
+from pbot_watch.archive.locations import workspace_folder
+from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.sources import iter_session_files, known_header
 
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from pbot_watch.archive.files import HISTORY_SUBDIR, read_record
+from pbot_watch.archive.files import read_record
+from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.history.jstext import locale_key
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
@@ -135,10 +136,6 @@ class RecordFolder:
 
     path: Path
     workspace: str | None
-
-
-def workspace_folder(workspace: str) -> Path:
-    return Path(workspace) / HISTORY_SUBDIR
 
 
 @dataclass
@@ -354,8 +351,8 @@ class SearchIndex:
             row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(folder),)).fetchone()
             if workspace is None and row is not None:
                 workspace = row[0]
-            if workspace is None and path.parent.parts[-3:] == HISTORY_SUBDIR.parts:
-                workspace = str(path.parent.parent.parent.parent)
+            if workspace is None:
+                workspace = folder_workspace(folder)
             if row is None:
                 self.conn.execute(
                     "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1)",

@@ -10,7 +10,6 @@ bounded in time); a second Ctrl-C exits at once.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import queue
 import signal
@@ -26,6 +25,7 @@ from types import FrameType
 import structlog
 
 from pbot_watch import __version__
+from pbot_watch.archive.locations import exclusion
 from pbot_watch.config import Settings
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import Extensions, ServiceContext
@@ -174,10 +174,7 @@ class Server:
         self.activity = "busy" if todo else "idle"
 
     def _excluded(self, workspace: str) -> bool:
-        settings = self.settings
-        if settings.include and not any(fnmatch.fnmatchcase(workspace, p) for p in settings.include):
-            return True
-        return any(fnmatch.fnmatchcase(workspace, p) for p in settings.exclude)
+        return exclusion(workspace, self.settings.include, self.settings.exclude) is not None
 
     # ---- main loop ---------------------------------------------------------------------------
     def main_loop(self) -> None:

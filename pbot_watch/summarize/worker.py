@@ -21,7 +21,8 @@ from typing import Any
 
 import structlog
 
-from pbot_watch.archive.files import HISTORY_SUBDIR, ArchiveStore, WorkspaceSkipped
+from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
+from pbot_watch.archive.locations import workspace_folder
 from pbot_watch.config import Settings
 from pbot_watch.summarize.base import Summarizer
 from pbot_watch.summarize.offline import OFFLINE_ID, OfflineSummarizer
@@ -70,7 +71,7 @@ def discover_folders(settings: Settings) -> list[Path]:
     store = ArchiveStore(include=tuple(settings.include), exclude=tuple(settings.exclude))
     folders = []
     for workspace in sorted(workspaces):
-        folder = Path(workspace) / HISTORY_SUBDIR
+        folder = workspace_folder(workspace)
         if folder.is_dir() and _allowed(store, workspace):
             folders.append(folder)
     return folders

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pbot_watch.archive.atomic import write_atomic
-from pbot_watch.archive.files import HISTORY_SUBDIR, ArchiveStore, WorkspaceSkipped
+from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
+from pbot_watch.archive.locations import HISTORY_SUBDIR
 from tests.core.sessions import SessionBuilder, history_of
 
 SESSION = "01a228f5-0000-7000-8000-00000000abcd"
