@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
