@@ -238,7 +238,7 @@ def main() -> None:
                 continue
             question = str(qa["question"])
             result = search_history(index, question, match="terms", workspace=f"/locomo/{sample}", limit=HITS)
-            hits = [Hit(read_node(index, m.id, limit=1).source.entryIds) for m in result.matches]
+            hits = [Hit(read_node(index, m.id, limit=1).source.entry_ids) for m in result.matches]
             ranked = ranked_turns(hits, entries, texts, sample, question)
             label = CATEGORIES.get(qa.get("category"), str(qa.get("category")))
             for k in (5, 10):

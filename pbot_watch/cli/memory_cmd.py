@@ -95,15 +95,17 @@ def render_search(result: MemorySearchResult) -> None:
         return
     for hit in result.hits:
         where = ""
-        if hit.line is not None and hit.snippetLines is not None:
+        if hit.line is not None and hit.snippet_lines is not None:
             section = (
-                f", {hit.section.title} {hit.section.firstLine}-{hit.section.lastLine}" if hit.section else ""
+                f", {hit.section.title} {hit.section.first_line}-{hit.section.last_line}"
+                if hit.section
+                else ""
             )
-            where = f" line {hit.line} (lines {hit.snippetLines[0]}-{hit.snippetLines[1]}{section})"
+            where = f" line {hit.line} (lines {hit.snippet_lines[0]}-{hit.snippet_lines[1]}{section})"
         head = Text(f"{local_time(hit.timestamp)} ", style="cyan")
         head.append(hit.label)
         head.append(f"  {hit.context}", style="yellow" if hit.context == "historical" else "dim")
-        head.append(f"  [{hit.totalLines} lines]{where}", style="dim")
+        head.append(f"  [{hit.total_lines} lines]{where}", style="dim")
         console.print(head)
         console.print(Text("  handle ", style="dim") + Text(hit.handle))
         body = (
@@ -113,16 +115,16 @@ def render_search(result: MemorySearchResult) -> None:
         )
         body.pad_left(4)
         console.print(body)
-    more = f" — more: --after {result.nextCursor}" if result.nextCursor else ""
+    more = f" — more: --after {result.next_cursor}" if result.next_cursor else ""
     console.print(f"{len(result.hits)} of {result.total}{more}", style="dim", highlight=False)
 
 
 def render_recall(page: RecallPage) -> None:
     click.echo(f"# {page.label}")
-    sections = ", ".join(f"{s.title} {s.firstLine}-{s.lastLine}" for s in page.sections)
-    click.echo(f"# lines {page.fromLine}-{page.toLine} of {page.totalLines} ({sections})")
-    width = len(str(page.toLine))
-    for number, text in enumerate(page.text.split("\n"), page.fromLine):
+    sections = ", ".join(f"{s.title} {s.first_line}-{s.last_line}" for s in page.sections)
+    click.echo(f"# lines {page.from_line}-{page.to_line} of {page.total_lines} ({sections})")
+    width = len(str(page.to_line))
+    for number, text in enumerate(page.text.split("\n"), page.from_line):
         click.echo(f"{number:>{width}}  {text}")
-    if page.nextLine is not None:
-        click.echo(f"# continue: pbot-watch recall {page.handle} --from {page.nextLine}")
+    if page.next_line is not None:
+        click.echo(f"# continue: pbot-watch recall {page.handle} --from {page.next_line}")

@@ -70,14 +70,14 @@ def render(page: NodePage) -> None:
     console.print(
         f"[bold]{escape(page.name)}[/bold] — {kind}{ready}{done}\n"
         f"[cyan]{local_time(page.from_)} → {local_time(page.to)}[/cyan]  "
-        f"session {page.source.sessionId}  entries {', '.join(page.source.entryIds) or '-'}",
+        f"session {page.source.session_id}  entries {', '.join(page.source.entry_ids) or '-'}",
         highlight=False,
     )
     console.rule()
     console.print(page.text, markup=False, highlight=False)
     console.rule()
-    if page.nextOffset is not None:
-        console.print(f"more text: --offset {page.nextOffset} (of {page.totalLength})", style="dim")
+    if page.next_offset is not None:
+        console.print(f"more text: --offset {page.next_offset} (of {page.total_length})", style="dim")
     if page.parents:
         console.print("parents:", style="bold")
         for parent in page.parents:
@@ -86,5 +86,5 @@ def render(page: NodePage) -> None:
         console.print("children:", style="bold")
         for child in page.children:
             console.print(_line(child), markup=False, highlight=False)
-    if page.nextChildrenOffset is not None:
-        console.print(f"more children: --children-offset {page.nextChildrenOffset}", style="dim")
+    if page.next_children_offset is not None:
+        console.print(f"more children: --children-offset {page.next_children_offset}", style="dim")

@@ -83,6 +83,6 @@ def render(result: SearchResult) -> None:
         body.pad_left(2)
         console.print(body)
         console.print(Text(f"  {hit.id}", style="dim"))
-    last = result.total if result.nextOffset is None else result.nextOffset
-    more = f" — next page: --offset {result.nextOffset}" if result.nextOffset is not None else ""
+    last = result.total if result.next_offset is None else result.next_offset
+    more = f" — next page: --offset {result.next_offset}" if result.next_offset is not None else ""
     console.print(f"{last} of {result.total}{more}", style="dim", highlight=False)

@@ -93,7 +93,7 @@ class _Row:
     def section_of(self, line: int) -> MemorySection | None:
         for title, first, last in self.sections:
             if first <= line <= last:
-                return MemorySection(title=title, firstLine=first, lastLine=last)
+                return MemorySection(title=title, first_line=first, last_line=last)
         return None
 
 
@@ -239,8 +239,8 @@ def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
 
 def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     section = row.section_of(line)
-    lo = max(section.firstLine if section else 1, line - SNIPPET_CONTEXT)
-    hi = min(section.lastLine if section else len(row.lines), line + SNIPPET_CONTEXT)
+    lo = max(section.first_line if section else 1, line - SNIPPET_CONTEXT)
+    hi = min(section.last_line if section else len(row.lines), line + SNIPPET_CONTEXT)
     shown = [
         text if len(text) <= SNIPPET_LINE_CHARS else text[:SNIPPET_LINE_CHARS] + "…"
         for text in row.lines[lo - 1 : hi]
@@ -257,14 +257,14 @@ def _hit(row: _Row, line: int | None, score: float | None, context: MemoryContex
     return MemoryHit(
         handle=row.handle,
         kind=row.kind,  # type: ignore[arg-type]
-        sessionId=row.session_id,
-        entryId=row.entry_id,
+        session_id=row.session_id,
+        entry_id=row.entry_id,
         timestamp=row.timestamp,
         label=row.label,
-        totalLines=len(row.lines),
+        total_lines=len(row.lines),
         line=line,
         snippet=snippet,
-        snippetLines=lines,
+        snippet_lines=lines,
         section=section,
         score=score,
         context=context,
@@ -337,7 +337,7 @@ def search_memory(
         match=match,
         hits=[_hit(r, line, score, scope.labels[r.rowid]) for r, line, score in page],
         total=total,
-        nextCursor=cursor,
+        next_cursor=cursor,
         scope=scope.sessions,
     )
 
@@ -489,14 +489,14 @@ def recall(
     return RecallPage(
         handle=handle,
         kind=row.kind,  # type: ignore[arg-type]
-        sessionId=row.session_id,
-        entryId=row.entry_id,
+        session_id=row.session_id,
+        entry_id=row.entry_id,
         timestamp=row.timestamp,
         label=row.label,
-        fromLine=from_line,
-        toLine=to_line,
-        totalLines=total,
+        from_line=from_line,
+        to_line=to_line,
+        total_lines=total,
         text="\n".join(taken),
-        sections=[MemorySection(title=t, firstLine=a, lastLine=b) for t, a, b in row.sections],
-        nextLine=to_line + 1 if to_line < total else None,
+        sections=[MemorySection(title=t, first_line=a, last_line=b) for t, a, b in row.sections],
+        next_line=to_line + 1 if to_line < total else None,
     )

@@ -4,7 +4,8 @@ The CLI's ``--json`` and the MCP tools emit exactly these (``model_dump(by_alias
 ``docs/search.md`` documents them and a test keeps the published JSON Schema current. Field
 names follow personal-bot's ``search``/``read`` results (camelCase, ``from``/``to``) so a tool
 written for pbot reads ours; the extra fields (``level``, ``workspace``, ``exchanges``,
-``score``, ``match``) are additions, never renames.
+``score``, ``match``) are additions, never renames. In Python the fields are snake_case; the
+alias generator gives each its camelCase JSON name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 NodeKind = Literal["session", "exchange", "summary"]
 MatchMode = Literal["literal", "terms"]
@@ -19,7 +21,7 @@ MemoryContext = Literal["historical", "retained", "unknown"]
 
 
 class _Shape(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
 class NodeBrief(_Shape):
@@ -28,7 +30,7 @@ class NodeBrief(_Shape):
     id: str
     kind: NodeKind
     level: int = Field(description="-1 session, 0 exchange, 1.. summary level")
-    sessionId: str  # noqa: N815 - pbot's field name
+    session_id: str
     name: str = Field(description="the session's name")
     preview: str = Field(description="first 100 UTF-16 units of the text, whitespace runs collapsed")
     from_: str = Field(alias="from")
@@ -57,26 +59,26 @@ class SearchResult(_Shape):
     match: MatchMode
     matches: list[SearchMatch]
     total: int = Field(description="all hits, not just this page")
-    nextOffset: int | None  # noqa: N815
+    next_offset: int | None
     warnings: list[str] = Field(default_factory=list)
 
 
 class NodeSource(_Shape):
     """Where a node came from: the Pi session and its entries (never a file path)."""
 
-    sessionId: str  # noqa: N815
-    entryIds: list[str]  # noqa: N815
+    session_id: str
+    entry_ids: list[str]
 
 
 class NodePage(NodeBrief):
     """pbot's ``read()``: a page of a node's text, its parents and a page of its children."""
 
     text: str
-    totalLength: int = Field(description="length of the whole text in UTF-16 units")  # noqa: N815
-    nextOffset: int | None = Field(description="offset to continue reading the text, or null")  # noqa: N815
+    total_length: int = Field(description="length of the whole text in UTF-16 units")
+    next_offset: int | None = Field(description="offset to continue reading the text, or null")
     parents: list[NodeBrief]
     children: list[NodeBrief]
-    nextChildrenOffset: int | None  # noqa: N815
+    next_children_offset: int | None
     source: NodeSource
     warnings: list[str] = Field(default_factory=list)
 
@@ -90,8 +92,8 @@ class MemorySection(_Shape):
     """A titled run of lines inside a memory source (e.g. a tool call, its result)."""
 
     title: str
-    firstLine: int  # noqa: N815
-    lastLine: int  # noqa: N815
+    first_line: int
+    last_line: int
 
 
 class MemoryHit(_Shape):
@@ -99,14 +101,14 @@ class MemoryHit(_Shape):
 
     handle: str = Field(description="opaque; pass to `recall` or `memory search --in`")
     kind: MemoryKind
-    sessionId: str  # noqa: N815
-    entryId: str  # noqa: N815
+    session_id: str
+    entry_id: str
     timestamp: str
     label: str = Field(description="one line saying what this source is (time, role, tool call)")
-    totalLines: int  # noqa: N815
+    total_lines: int
     line: int | None = Field(description="the line the query hit (1-based); null when listing")
     snippet: str = Field(description="the hit line and its neighbours, whole lines")
-    snippetLines: tuple[int, int] | None = Field(description="first and last line of the snippet")  # noqa: N815
+    snippet_lines: tuple[int, int] | None = Field(description="first and last line of the snippet")
     section: MemorySection | None = Field(description="the section holding the hit line")
     score: float | None = None
     context: MemoryContext = Field(
@@ -120,7 +122,7 @@ class MemorySearchResult(_Shape):
     match: MatchMode
     hits: list[MemoryHit]
     total: int
-    nextCursor: str | None = Field(description="pass as --after with the same query to continue")  # noqa: N815
+    next_cursor: str | None = Field(description="pass as --after with the same query to continue")
     scope: list[str] = Field(description="session ids searched, each along one leaf-to-root path")
 
 
@@ -129,13 +131,13 @@ class RecallPage(_Shape):
 
     handle: str
     kind: MemoryKind
-    sessionId: str  # noqa: N815
-    entryId: str  # noqa: N815
+    session_id: str
+    entry_id: str
     timestamp: str
     label: str
-    fromLine: int  # noqa: N815
-    toLine: int  # noqa: N815
-    totalLines: int  # noqa: N815
+    from_line: int
+    to_line: int
+    total_lines: int
     text: str
     sections: list[MemorySection]
-    nextLine: int | None = Field(description="where to continue, or null at the end")  # noqa: N815
+    next_line: int | None = Field(description="where to continue, or null at the end")

@@ -297,7 +297,7 @@ def _result(
         match=match,
         matches=matches,
         total=total,
-        nextOffset=offset + limit if offset + limit < total else None,
+        next_offset=offset + limit if offset + limit < total else None,
     )
 
 
@@ -420,7 +420,7 @@ def _with(filt: _Filter, **params: Any) -> _Filter:
 def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int) -> SearchResult:
     terms = _drop_common(index, query_terms(query), filt)
     if not terms:
-        return SearchResult(query=query, match="terms", matches=[], total=0, nextOffset=None)
+        return SearchResult(query=query, match="terms", matches=[], total=0, next_offset=None)
     fts = fts_any(terms)
     weights = {"fts": fts, "w0": EXCHANGE_RANK_WEIGHT, "ws": SUMMARY_RANK_WEIGHT}
     score = "-bm25(nodes_terms, :w0, :ws)"
@@ -478,7 +478,7 @@ def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: in
         match="terms",
         matches=matches,
         total=total,
-        nextOffset=offset + limit if offset + limit < total else None,
+        next_offset=offset + limit if offset + limit < total else None,
     )
 
 
@@ -563,6 +563,6 @@ def read_node(
             "parents": _briefs(index, row[13], json.loads(row[12])),
             "children": _briefs(index, row[13], child_page),
             "nextChildrenOffset": next_children,
-            "source": NodeSource(sessionId=row[14], entryIds=json.loads(row[10])),
+            "source": NodeSource(session_id=row[14], entry_ids=json.loads(row[10])),
         }
     )

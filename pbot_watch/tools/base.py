@@ -13,15 +13,22 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from pbot_watch.config import Settings
 from pbot_watch.memory.query import MemoryScope
 
 
 class ToolArguments(BaseModel):
-    """Tool arguments: unknown keys are errors (a misspelt ``qurey`` must not silently list sessions)."""
+    """Tool arguments: unknown keys are errors (a misspelt ``qurey`` must not silently list sessions).
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    Fields are snake_case in Python and camelCase for the model (``session_id`` is ``sessionId``),
+    as pbot and pi-echo name them; ``from`` and ``in`` are Python keywords and carry their alias.
+    Only those published names are accepted: ``session_id`` or ``from_`` is an unknown argument,
+    as the schema (``additionalProperties: false``) says.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ class HistoryReadArgs(ToolArguments):
     limit: int = Field(
         12000, ge=1, le=24000, description="Text length in UTF-16 units, 1-24000 (default 12000)."
     )
-    childrenOffset: int = Field(  # noqa: N815 - pbot's name
+    children_offset: int = Field(
         0,
         ge=0,
         description="First child to list (20 per page): pass the previous result's nextChildrenOffset.",
@@ -36,7 +36,7 @@ def run(args: HistoryReadArgs, context: ToolContext) -> NodePage:
             args.id,
             offset=args.offset,
             limit=args.limit,
-            children_offset=args.childrenOffset,
+            children_offset=args.children_offset,
         )
 
 
@@ -49,29 +49,29 @@ def render(page: NodePage, args: HistoryReadArgs) -> str:
     state = "" if page.completed else " · not completed"
     lines = [
         HISTORY_NOTE,
-        f"{kind_label(page)} {page.id} · session {page.name!r} ({page.sessionId}) · {span(page)}{state}",
-        f"source entries: {', '.join(page.source.entryIds) or '-'}",
+        f"{kind_label(page)} {page.id} · session {page.name!r} ({page.session_id}) · {span(page)}{state}",
+        f"source entries: {', '.join(page.source.entry_ids) or '-'}",
     ]
     if page.kind == "summary" and not page.ready:
         lines.append("This summary is not written yet: read its children for the original exchanges.")
-    if page.totalLength:
+    if page.total_length:
         end = args.offset + utf16_len(page.text)
-        lines.append(f"text (UTF-16 units {args.offset}-{end} of {page.totalLength}):")
+        lines.append(f"text (UTF-16 units {args.offset}-{end} of {page.total_length}):")
         lines.append("<<<")
         lines.append(page.text)
         lines.append(">>>")
-    if page.nextOffset is not None:
-        lines.append(f"More text: call history_read with id={page.id!r}, offset={page.nextOffset}.")
+    if page.next_offset is not None:
+        lines.append(f"More text: call history_read with id={page.id!r}, offset={page.next_offset}.")
     if page.parents:
         lines.append("parents:")
         lines.extend(_brief_line(p) for p in page.parents)
     if page.children:
-        first = args.childrenOffset + 1
-        lines.append(f"children ({first}-{args.childrenOffset + len(page.children)}):")
+        first = args.children_offset + 1
+        lines.append(f"children ({first}-{args.children_offset + len(page.children)}):")
         lines.extend(_brief_line(c) for c in page.children)
-    if page.nextChildrenOffset is not None:
+    if page.next_children_offset is not None:
         lines.append(
-            f"More children: call history_read with id={page.id!r}, childrenOffset={page.nextChildrenOffset}."
+            f"More children: call history_read with id={page.id!r}, childrenOffset={page.next_children_offset}."
         )
     return "\n".join(lines)
 

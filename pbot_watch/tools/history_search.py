@@ -24,7 +24,7 @@ class HistorySearchArgs(ToolArguments):
         description="literal (default): the query must appear as is; terms: rank by the query's words "
         "(BM25), for when you remember some words but not the phrase.",
     )
-    sessionId: str | None = Field(None, description="Only this Pi session id.")  # noqa: N815 - pbot's name
+    session_id: str | None = Field(None, description="Only this Pi session id.")
     workspace: str | None = Field(
         None, description="Only sessions of this workspace (the absolute project folder Pi ran in)."
     )
@@ -47,7 +47,7 @@ def run(args: HistorySearchArgs, context: ToolContext) -> SearchResult:
             query.index,
             query=args.query or "",
             match=args.match,
-            session_id=args.sessionId,
+            session_id=args.session_id,
             workspace=args.workspace,
             from_=args.from_,
             to=args.to,
@@ -69,7 +69,7 @@ def render(result: SearchResult, args: HistorySearchArgs) -> str:
     for number, hit in enumerate(result.matches, first):
         lines.append("")
         ready = "" if hit.ready else " (summary not written yet)"
-        where = f"session {hit.name!r} ({hit.sessionId})"
+        where = f"session {hit.name!r} ({hit.session_id})"
         lines.append(
             f"[{number}] {kind_label(hit) + ready + ' · ' if hit.kind != 'session' else ''}{span(hit)} · {where}"
         )
@@ -82,9 +82,9 @@ def render(result: SearchResult, args: HistorySearchArgs) -> str:
         if hit.parents:
             lines.append(f"    parents: {', '.join(hit.parents)}")
     lines.append("")
-    if result.nextOffset is not None:
+    if result.next_offset is not None:
         lines.append(
-            f"More: call history_search again with the same arguments and offset={result.nextOffset}."
+            f"More: call history_search again with the same arguments and offset={result.next_offset}."
         )
     lines.append("Read a match with history_read(id).")
     return "\n".join(lines)

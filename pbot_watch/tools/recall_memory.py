@@ -27,15 +27,15 @@ def run(args: RecallMemoryArgs, context: ToolContext) -> RecallPage:
 
 
 def render(page: RecallPage, _args: RecallMemoryArgs) -> str:
-    sections = ", ".join(f"{s.title} {s.firstLine}-{s.lastLine}" for s in page.sections)
+    sections = ", ".join(f"{s.title} {s.first_line}-{s.last_line}" for s in page.sections)
     lines = [
         MEMORY_NOTE,
-        f"{page.label} · {page.timestamp} · session {page.sessionId}",
-        f"handle {page.handle} · lines {page.fromLine}-{page.toLine} of {page.totalLines} · sections: {sections}",
-        *numbered(page.text, page.fromLine),
+        f"{page.label} · {page.timestamp} · session {page.session_id}",
+        f"handle {page.handle} · lines {page.from_line}-{page.to_line} of {page.total_lines} · sections: {sections}",
+        *numbered(page.text, page.from_line),
     ]
-    if page.nextLine is not None:
-        lines.append(f"More: call recall_memory with handle={page.handle!r}, from={page.nextLine}.")
+    if page.next_line is not None:
+        lines.append(f"More: call recall_memory with handle={page.handle!r}, from={page.next_line}.")
     return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ class SearchMemoryArgs(ToolArguments):
         alias="in",
         description="A handle from an earlier result: search only inside that source; every hit line is returned.",
     )
-    sessionId: str | None = Field(None, description="Only this Pi session id.")  # noqa: N815
+    session_id: str | None = Field(None, description="Only this Pi session id.")
     leaf: str | None = Field(
         None,
         description="An entry id: search the branch from this entry to the root instead of each session's "
@@ -53,7 +53,7 @@ def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
             query=args.query or "",
             match=args.match,
             in_=args.in_,
-            session_id=args.sessionId,
+            session_id=args.session_id,
             leaf=args.leaf,
             after=args.after,
             limit=args.limit,
@@ -79,25 +79,25 @@ def render(result: MemorySearchResult, args: SearchMemoryArgs) -> str:
     for number, hit in enumerate(result.hits, 1):
         lines.append("")
         lines.append(
-            f"[{number}] {hit.label} · {hit.timestamp} · session {hit.sessionId} · {hit.totalLines} lines"
+            f"[{number}] {hit.label} · {hit.timestamp} · session {hit.session_id} · {hit.total_lines} lines"
             f" · {hit.context}"
         )
         lines.append(f"    handle: {hit.handle}")
         first = 1
-        if hit.line is not None and hit.snippetLines is not None:
-            first = hit.snippetLines[0]
+        if hit.line is not None and hit.snippet_lines is not None:
+            first = hit.snippet_lines[0]
             section = (
-                f", section {hit.section.title} lines {hit.section.firstLine}-{hit.section.lastLine}"
+                f", section {hit.section.title} lines {hit.section.first_line}-{hit.section.last_line}"
                 if hit.section
                 else ""
             )
-            lines.append(f"    hit line {hit.line} (snippet lines {first}-{hit.snippetLines[1]}{section}):")
+            lines.append(f"    hit line {hit.line} (snippet lines {first}-{hit.snippet_lines[1]}{section}):")
         lines.extend("    " + row for row in numbered(hit.snippet, first, TEXT_LINE_CHARS))
     lines.append("")
-    if result.nextCursor is not None:
+    if result.next_cursor is not None:
         lines.append(
             f"More: call search_memory again with the same query, match, in, sessionId and leaf, and "
-            f"after={result.nextCursor!r}."
+            f"after={result.next_cursor!r}."
         )
     lines.append("Read a whole source with recall_memory(handle, from).")
     return "\n".join(lines)

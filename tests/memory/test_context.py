@@ -35,7 +35,7 @@ def index(tmp_path: Path) -> Iterator[SearchIndex]:
 
 def search(index: SearchIndex, root: Path, query: str, **options: object) -> list[tuple[str, str]]:
     refresh_memory(index, [root])
-    return [(h.entryId, h.context) for h in search_memory(index, query, **options).hits]  # type: ignore[arg-type]
+    return [(h.entry_id, h.context) for h in search_memory(index, query, **options).hits]  # type: ignore[arg-type]
 
 
 class TestContextOrder:
@@ -99,12 +99,12 @@ class TestContextOrder:
         """A compaction written between two pages does not relabel or reorder the next page."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
         refresh_memory(index, [tmp_path / "s"])
-        whole = [(h.entryId, h.context) for h in search_memory(index, "budget", limit=50).hits]
+        whole = [(h.entry_id, h.context) for h in search_memory(index, "budget", limit=50).hits]
         first = search_memory(index, "budget", limit=3)
         w.compaction("c1", kept="u3")
         refresh_memory(index, [tmp_path / "s"])
-        second = search_memory(index, "budget", limit=50, after=first.nextCursor)
-        paged = [(h.entryId, h.context) for h in (*first.hits, *second.hits)]
+        second = search_memory(index, "budget", limit=50, after=first.next_cursor)
+        paged = [(h.entry_id, h.context) for h in (*first.hits, *second.hits)]
         assert whole == paged
         fresh = search_memory(index, "budget", limit=50).hits
         assert "historical" == fresh[0].context

@@ -48,7 +48,7 @@ def current(root: Path) -> MemoryScope:
 
 
 def entries(index: SearchIndex, query: str, **options: object) -> list[str]:
-    return [h.entryId for h in search_memory(index, query, **options).hits]  # type: ignore[arg-type]
+    return [h.entry_id for h in search_memory(index, query, **options).hits]  # type: ignore[arg-type]
 
 
 class TestPinnedSearch:
@@ -105,15 +105,15 @@ class TestPinnedSearch:
     def test_cursor_belongs_to_its_scope(self, index: SearchIndex, root: Path) -> None:
         """A cursor made in the pinned scope continues there, and nowhere else."""
         first = search_memory(index, "budget", limit=2, pinned=current(root))
-        assert first.nextCursor is not None
-        second = search_memory(index, "budget", limit=2, after=first.nextCursor, pinned=current(root))
-        assert ["a1", "u1"] == [h.entryId for h in second.hits]
+        assert first.next_cursor is not None
+        second = search_memory(index, "budget", limit=2, after=first.next_cursor, pinned=current(root))
+        assert ["a1", "u1"] == [h.entry_id for h in second.hits]
         with pytest.raises(BadCursor):
-            search_memory(index, "budget", limit=2, after=first.nextCursor)
+            search_memory(index, "budget", limit=2, after=first.next_cursor)
         unpinned = search_memory(index, "budget", limit=2)
-        assert unpinned.nextCursor is not None
+        assert unpinned.next_cursor is not None
         with pytest.raises(BadCursor):
-            search_memory(index, "budget", limit=2, after=unpinned.nextCursor, pinned=current(root))
+            search_memory(index, "budget", limit=2, after=unpinned.next_cursor, pinned=current(root))
 
     def test_a_scope_names_a_session(self) -> None:
         """A scope with neither a session file nor a session id is a programming error."""

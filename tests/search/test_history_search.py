@@ -140,14 +140,14 @@ class TestLiteralIsPbot:
             page = search_history(index, "用户", offset=offset, limit=3)
             assert pbot_search(records, "用户", offset=offset, limit=3) == plain(page)
             seen.extend(m.id for m in page.matches)
-            offset = page.nextOffset
+            offset = page.next_offset
         assert len(seen) == len(set(seen)) == page.total
 
     def test_session_filter(self, archive: tuple[SearchIndex, list[dict[str, Any]], Path]) -> None:
         """--session keeps one session's nodes."""
         index, records, _ = archive
         result = search_history(index, "用户", session_id="session-b", limit=50)
-        assert {"session-b"} == {m.sessionId for m in result.matches}
+        assert {"session-b"} == {m.session_id for m in result.matches}
         assert pbot_search(records, "用户", session_id="session-b", limit=50) == plain(result)
 
     @pytest.mark.parametrize(

@@ -55,7 +55,7 @@ class TestSources:
         assert ["assistant", "bash", "tool", "user", "assistant", "thinking", "user"] == kinds
         tool = next(h for h in result.hits if h.kind == "tool")
         assert tool.label.startswith("toolResult read(notes.txt)")
-        assert 3001 == tool.totalLines  # the call line plus 3000 result lines
+        assert 3001 == tool.total_lines  # the call line plus 3000 result lines
 
     def test_image_stays_out(self, index: SearchIndex) -> None:
         """An image is one marker line, never its data."""
@@ -77,7 +77,7 @@ class TestScope:
         assert 0 == search_memory(index, "zebra").total
         assert 0 == search_memory(index, "zebra", match="terms").total
         assert 0 == search_memory(index, "预算超出").total
-        assert all(h.entryId not in ("t1", "a3", "u2", "a2") for h in search_memory(index).hits)
+        assert all(h.entry_id not in ("t1", "a3", "u2", "a2") for h in search_memory(index).hits)
 
     def test_leaf_on_the_other_branch_reaches_it(self, index: SearchIndex) -> None:
         """With --leaf on the abandoned branch, its tool call and result are found together."""
@@ -105,8 +105,8 @@ class TestSearch:
         """A literal hit gives the hit line, whole snippet lines and the section's range."""
         hit = search_memory(index, "ROW 1500 OF").hits[0]
         assert 1501 == hit.line  # line 1 is the call
-        assert (1499, 1503) == hit.snippetLines
-        assert hit.section is not None and (2, 3001) == (hit.section.firstLine, hit.section.lastLine)
+        assert (1499, 1503) == hit.snippet_lines
+        assert hit.section is not None and (2, 3001) == (hit.section.first_line, hit.section.last_line)
         assert "row 1500 of the long listing" in hit.snippet.split("\n")
 
     def test_cjk_one_and_two_characters(self, index: SearchIndex) -> None:
@@ -121,8 +121,8 @@ class TestSearch:
         first = search_memory(index, "of the long", in_=tool.handle)
         assert 3000 == first.total
         assert [2, 3] == [h.line for h in first.hits[:2]]
-        assert first.nextCursor is not None
-        second = search_memory(index, "of the long", in_=tool.handle, after=first.nextCursor)
+        assert first.next_cursor is not None
+        second = search_memory(index, "of the long", in_=tool.handle, after=first.next_cursor)
         assert 22 == second.hits[0].line
 
     def test_cursor_is_stable_across_appends(self, index: SearchIndex, roots: Path) -> None:
@@ -130,16 +130,16 @@ class TestSearch:
         first = search_memory(index, "", limit=2)
         SessionWriter_append(roots)
         refresh_memory(index, [roots])
-        second = search_memory(index, "", limit=2, after=first.nextCursor)
+        second = search_memory(index, "", limit=2, after=first.next_cursor)
         fresh = search_memory(index, "", limit=50)
         assert first.total == second.total
         assert fresh.total == first.total + 1
-        assert ["a5", "b1"] == [h.entryId for h in first.hits]
-        assert ["t2", "u3"] == [h.entryId for h in second.hits]
+        assert ["a5", "b1"] == [h.entry_id for h in first.hits]
+        assert ["t2", "u3"] == [h.entry_id for h in second.hits]
 
     def test_cursor_for_another_query_is_refused(self, index: SearchIndex) -> None:
         """A cursor made for another query, or garbage, is a BadCursor."""
-        cursor = search_memory(index, "", limit=1).nextCursor
+        cursor = search_memory(index, "", limit=1).next_cursor
         assert cursor is not None
         with pytest.raises(BadCursor, match="different query"):
             search_memory(index, "budget", after=cursor)
@@ -161,11 +161,11 @@ class TestRecall:
         assert page.text.split("\n")[0] == "row 1 of the long listing"
         lines = page.text.split("\n")
         seen = len(lines)
-        while page.nextLine is not None:
-            page = recall(index, tool.handle, page.nextLine)
+        while page.next_line is not None:
+            page = recall(index, tool.handle, page.next_line)
             seen += len(page.text.split("\n"))
         assert 3000 == seen
-        assert 3001 == page.toLine
+        assert 3001 == page.to_line
 
     def test_errors(self, index: SearchIndex) -> None:
         """An unknown handle and a line past the end are clear errors."""
@@ -230,8 +230,8 @@ class TestScopeProperty:
             cursor = None
             while True:
                 page = search_memory(idx, "marker", leaf=leaf, after=cursor, limit=50)
-                found |= {h.entryId for h in page.hits}
-                cursor = page.nextCursor
+                found |= {h.entry_id for h in page.hits}
+                cursor = page.next_cursor
                 if cursor is None:
                     break
             assert path == found

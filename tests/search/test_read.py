@@ -82,9 +82,9 @@ class TestReadNode:
         """12,000 units by default; nextOffset continues; no pair is split."""
         first = read_node(index, node_id(index, "exchange", "e0"))
         assert 12000 == len(first.text.encode("utf-16-le")) // 2
-        assert 14013 == first.totalLength
-        second = read_node(index, first.id, offset=first.nextOffset or 0)
-        assert second.nextOffset is None
+        assert 14013 == first.total_length
+        second = read_node(index, first.id, offset=first.next_offset or 0)
+        assert second.next_offset is None
         assert first.text + second.text == "用户：\n" + "😀" * 7000 + "\n\n助手：\nend"
 
     def test_parents_children_and_source(self, index: SearchIndex) -> None:
@@ -93,8 +93,8 @@ class TestReadNode:
         page = read_node(index, summary)
         assert 4 == len(page.children)
         assert all(child.kind == "exchange" and child.preview for child in page.children)
-        assert "s1" == page.source.sessionId
-        assert 2 == len(page.source.entryIds)
+        assert "s1" == page.source.session_id
+        assert 2 == len(page.source.entry_ids)
         assert page.parents and page.parents[0].kind in ("session", "summary")
 
     def test_children_paged_by_twenty(self, index: SearchIndex) -> None:
@@ -102,10 +102,10 @@ class TestReadNode:
         session = index.conn.execute("SELECT id FROM records WHERE name = 'Forks'").fetchone()[0]
         first = read_node(index, session)
         assert 20 == len(first.children)
-        assert 20 == first.nextChildrenOffset
+        assert 20 == first.next_children_offset
         pages = [first]
-        while pages[-1].nextChildrenOffset is not None:
-            pages.append(read_node(index, session, children_offset=pages[-1].nextChildrenOffset))
+        while pages[-1].next_children_offset is not None:
+            pages.append(read_node(index, session, children_offset=pages[-1].next_children_offset))
         ids = [c.id for p in pages for c in p.children]
         assert 45 == len(ids) == len(set(ids))
         assert 3 == len(pages)
