@@ -5,9 +5,9 @@ and any other transport) all open their index here, so they agree on where it li
 (``<state_dir>/search.db``), on which record folders a history query covers (the same settings
 as ``index``: ``--sessions``, ``--archive``, ``PBOT_WATCH_*``, the config file), and on what is
 refreshed first: the records for history, the session files for raw memory (only the pinned
-session's file when the caller pins a ``MemoryScope``). Refreshing is cheap when nothing changed. The index is opened per query and closed after it, so a query works
-whether or not the service is running, and a long-lived server never holds the database open
-between calls.
+session's file when the caller pins a ``MemoryScope``). Refreshing is cheap when nothing
+changed. The index is opened per query and closed after it, so a query works whether or not
+the service is running, and a long-lived server never holds the database open between calls.
 """
 
 from __future__ import annotations
