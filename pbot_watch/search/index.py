@@ -25,8 +25,8 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -36,12 +36,12 @@ from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.history.jstext import locale_key
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
+from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
 SCHEMA_VERSION = 1
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
-BUSY_TIMEOUT_MS = 10_000
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -168,31 +168,25 @@ class SearchIndex:
         return state_dir / INDEX_FILE
 
     @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        return conn
-
-    def _open(self, path: Path) -> sqlite3.Connection:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _open(path: Path) -> sqlite3.Connection:
+        # normal durability: everything here is rebuilt from the archive after a power cut.
         try:
-            conn = self._connect(path)
-            version = self._version(conn)
-            if version == SCHEMA_VERSION:
-                return conn
-            conn.close()
+            conn = connect(path, "normal")
         except sqlite3.DatabaseError:
             pass
+        else:
+            try:
+                if SearchIndex._version(conn) == SCHEMA_VERSION:
+                    return conn
+            except sqlite3.DatabaseError:
+                pass
+            conn.close()
         # Another version, or not a database at all: it is derived data, start over.
-        for suffix in ("", "-wal", "-shm"):
-            with suppress(FileNotFoundError):
-                Path(str(path) + suffix).unlink()
-        conn = self._connect(path)
-        conn.executescript(
-            f"BEGIN IMMEDIATE;{_SCHEMA}INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');COMMIT;"
-        )
+        remove(path)
+        conn = connect(path, "normal")
+        with transaction(conn):
+            execute_script(conn, _SCHEMA)
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return conn
 
     @staticmethod
@@ -203,19 +197,9 @@ class SearchIndex:
             return None
         return int(row[0]) if row else None
 
-    @staticmethod
-    @contextmanager
-    def _tx(conn: sqlite3.Connection) -> Iterator[None]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    def transaction(self) -> Any:
-        return self._tx(self.conn)
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction on this index (``pbot_watch.sqlite.transaction``)."""
+        return transaction(self.conn)
 
     def close(self) -> None:
         self.conn.close()
@@ -251,7 +235,7 @@ class SearchIndex:
         report.folders = len(wanted)
         if not stale and not dirty:
             return report
-        with self._tx(self.conn):
+        with self.transaction():
             for path in stale:
                 self._drop_folder(path)
             for folder in dirty:
@@ -346,7 +330,7 @@ class SearchIndex:
         central archive (its records carry their own ``workspace`` field) or to let the
         folder's known workspace apply. Returns whether anything changed.
         """
-        with self._tx(self.conn):
+        with self.transaction():
             folder = path.parent
             row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(folder),)).fetchone()
             if workspace is None and row is not None:
@@ -505,7 +489,7 @@ class SearchIndex:
 
     def rebuild(self, folders: Iterable[RecordFolder]) -> RefreshReport:
         """Forget everything about records and index these folders from scratch."""
-        with self._tx(self.conn):
+        with self.transaction():
             for table in ("nodes_literal", "nodes_terms"):
                 self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
             self.conn.execute("DELETE FROM nodes")

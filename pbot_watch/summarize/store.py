@@ -1,9 +1,10 @@
 """The summary cache, daily usage and per-node failures, in SQLite in the state folder.
 
-``summaries.db`` has its own numbered migrations (``m001_...``), applied once each and recorded
-in ``_migrations``. It is derived state, but not free to rebuild: the cache holds what was paid
-for. Several threads and processes may open it (the service's worker, ``pbot-watch status``,
-``pbot-watch summarize``), so it runs in WAL mode with a busy timeout.
+``summaries.db`` has its own numbered migrations (``m001_...``, ``pbot_watch.sqlite.migrate``).
+It is derived state, but not free to rebuild: the cache holds what was paid for, so it is
+written with full durability. Several threads and processes may open it (the service's worker,
+``pbot-watch status``, ``pbot-watch summarize``); ``pbot_watch.sqlite`` gives it WAL and the
+busy timeout they need.
 
 Days are local calendar days: a person's "per day" limit resets at their midnight.
 """
@@ -18,29 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pbot_watch.archive.atomic import ensure_dir
+from pbot_watch.sqlite import Migrations, connect, execute_script, migrate
 from pbot_watch.summarize.base import LimitReached
 
 DB_NAME = "summaries.db"
-BUSY_TIMEOUT_MS = 5000
 BACKOFF_BASE_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 6 * 3600.0
 
 
-def _script(db: sqlite3.Connection, sql: str) -> None:
-    """Run statements one by one: ``executescript`` would commit the migration's transaction."""
-    statement = ""
-    for line in sql.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            db.execute(statement)
-            statement = ""
-    if statement.strip():
-        db.execute(statement)
-
-
-def _m001_initial(db: sqlite3.Connection) -> None:
-    _script(
+def m001_initial(db: sqlite3.Connection) -> None:
+    execute_script(
         db,
         """
         CREATE TABLE cache (
@@ -73,14 +61,14 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
-def _m002_status(db: sqlite3.Connection) -> None:
+def m002_status(db: sqlite3.Connection) -> None:
     # The last queue scan, so `pbot-watch status` can show pending counts without reading records.
     db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
-    ("m001_initial", _m001_initial),
-    ("m002_status", _m002_status),
+MIGRATIONS: Migrations = [
+    ("m001_initial", m001_initial),
+    ("m002_status", m002_status),
 ]
 
 
@@ -135,31 +123,14 @@ class SummaryStore:
     """One connection to ``summaries.db``; safe to share between threads of one process."""
 
     def __init__(self, state_dir: Path) -> None:
-        ensure_dir(state_dir)
         self.path = state_dir / DB_NAME
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self._lock:
-            db = self._db
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
-                for name, migrate in MIGRATIONS:
-                    if name not in done:
-                        migrate(db)
-                        db.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        self._db = connect(self.path, "full", threads=True)
+        try:
+            self.applied = migrate(self._db, MIGRATIONS)
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         with self._lock:

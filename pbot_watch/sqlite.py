@@ -1,0 +1,175 @@
+"""SQLite opened one way: the service state, the summary store and the search index share it.
+
+* **WAL and one busy timeout**: ``status`` and queries read while the service writes, and a
+  writer that finds the lock taken waits ``BUSY_TIMEOUT_SECONDS`` before giving up.
+* **synchronous per durability**: ``"full"`` where a row must not outlive, after a power cut,
+  the files it vouches for (the service's cursors) or was paid for (summaries); ``"normal"``
+  for what is rebuilt from the archive (the search index).
+* **explicit transactions** (``isolation_level=None``): ``transaction`` takes the write lock up
+  front (``BEGIN IMMEDIATE``), so a read-then-write never fails halfway on a lock upgrade the
+  busy timeout cannot wait for.
+* **numbered migrations** recorded in ``_migrations(name, applied_at)``, as
+  ``llm/migrations.py`` does; each one commits together with its row.
+* **private files**: the folder 0700, the database and its ``-wal``/``-shm`` 0600 whatever the
+  umask; ``search.db`` holds every exchange and raw tool output.
+* **a minimum SQLite**: 3.34, the first with the trigram tokenizer literal search needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pbot_watch.archive.atomic import DIR_MODE, FILE_MODE, ensure_dir
+
+Durability = Literal["full", "normal"]
+Migration = Callable[[sqlite3.Connection], None]
+Migrations = Sequence[tuple[str, Migration]]
+"""``(name, function)`` in the order they apply; a name is recorded once applied and never reused."""
+
+BUSY_TIMEOUT_SECONDS = 10.0
+MIN_VERSION = (3, 34, 0)
+SIDE_FILES = ("-wal", "-shm")
+
+
+class SQLiteTooOld(Exception):
+    """The SQLite library Python was built with lacks what our databases need."""
+
+    def __init__(self, version: str) -> None:
+        needed = ".".join(map(str, MIN_VERSION))
+        super().__init__(
+            f"pbot-watch needs SQLite {needed} or newer (for the trigram tokenizer); this Python uses"
+            f" SQLite {version}: use a Python built against a newer SQLite"
+        )
+
+
+def check_version(version: tuple[int, int, int] = sqlite3.sqlite_version_info) -> None:
+    """Raise ``SQLiteTooOld`` before anything is opened, rather than failing on the first FTS table."""
+    if version < MIN_VERSION:
+        raise SQLiteTooOld(".".join(map(str, version)))
+
+
+def connect(path: Path, durability: Durability, *, threads: bool = False) -> sqlite3.Connection:
+    """Open (or create) the database at ``path`` with our policy; ``threads`` lets threads share it.
+
+    A connection shared between threads needs its callers to serialise their use of it
+    (``SummaryStore`` holds a lock); by default it stays on the thread that opened it.
+    """
+    check_version()
+    private_dir(path.parent)
+    private_file(path)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=not threads
+    )
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {durability.upper()}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` 0700, or take group and other access away from an existing one.
+
+    Older versions created the state folder with the umask's mode (0755 with the usual 022).
+    A folder we may not change (someone else's) is left as it is: the files in it are private.
+    """
+    ensure_dir(path)
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & 0o077:
+            path.chmod(DIR_MODE)
+
+
+def private_file(path: Path) -> None:
+    """Make the database file (creating it empty) and any ``-wal``/``-shm`` beside it 0600.
+
+    SQLite creates its ``-wal`` and ``-shm`` files with the database file's mode, so a database
+    file created 0600 here keeps every later one private; the chmods cover files an older
+    version left world-readable. A file we may not change is left to SQLite to open or refuse.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        pass
+    else:
+        os.fchmod(fd, FILE_MODE)  # the umask may have taken bits away; exactly 0600
+        os.close(fd)
+    for suffix in ("", *SIDE_FILES):
+        with contextlib.suppress(OSError):
+            existing = Path(f"{path}{suffix}")
+            if existing.stat().st_mode & 0o777 != FILE_MODE:
+                existing.chmod(FILE_MODE)
+
+
+def remove(path: Path) -> None:
+    """Delete a database with its ``-wal`` and ``-shm`` (only for derived data, rebuilt after)."""
+    for suffix in ("", *SIDE_FILES):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").unlink()
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction: everything inside commits together, or nothing does."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def execute_script(conn: sqlite3.Connection, sql: str) -> None:
+    """Run ``sql``'s statements one by one: ``executescript`` would commit the open transaction."""
+    statement = ""
+    for line in sql.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        conn.execute(statement)
+
+
+def migrate(conn: sqlite3.Connection, migrations: Migrations) -> list[str]:
+    """Apply every migration not yet recorded, in order; return the names applied now.
+
+    Each migration and its ``_migrations`` row commit together, so a crash never half-applies
+    one; the check is repeated under the write lock, so two processes opening the same database
+    at once apply each migration once. A database where everything is applied is only read.
+    """
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    _rename_applied_column(conn)
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    applied: list[str] = []
+    for name, func in migrations:
+        if name in done:
+            continue
+        with transaction(conn):
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone() is not None:
+                continue
+            func(conn)
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+        applied.append(name)
+    return applied
+
+
+def _rename_applied_column(conn: sqlite3.Connection) -> None:
+    # The service state recorded migrations in a column named ``applied``; one shape for all.
+    def columns() -> set[str]:
+        return {row[1] for row in conn.execute("PRAGMA table_info(_migrations)")}
+
+    if "applied_at" in columns():
+        return
+    with transaction(conn):
+        if "applied_at" not in columns():
+            conn.execute("ALTER TABLE _migrations RENAME COLUMN applied TO applied_at")
