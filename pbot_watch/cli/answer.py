@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 from pydantic import BaseModel
@@ -13,7 +14,24 @@ from pbot_watch.cli.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from pbot_watch.config import SettingsError
 from pbot_watch.search.errors import QueryError, UnknownHandle, UnknownNode
 
+if TYPE_CHECKING:
+    from pbot_watch.query import QueryContext
+
 M = TypeVar("M", bound=BaseModel)
+
+
+@contextmanager
+def querying(
+    sessions: tuple[Path, ...], archive: Path | None, *, history: bool = False, memory: bool = False
+) -> Iterator[QueryContext]:
+    """The query context under ``--sessions``/``--archive``, with the errors a person must correct mapped."""
+    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415 - keep --help fast
+
+    with (
+        query_errors(),
+        open_query(resolve_settings(sessions, archive), history=history, memory=memory) as context,
+    ):
+        yield context
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, query_errors
+from pbot_watch.cli.answer import emit, querying
 from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
 from pbot_watch.search.models import MatchMode, MemorySearchResult, RecallPage
 
@@ -43,9 +43,8 @@ def memory_search_command(
 ) -> None:
     """Search raw session memory along the current branch; without QUERY, list sources."""
     from pbot_watch.memory.query import search_memory  # noqa: PLC0415
-    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415
 
-    with query_errors(), open_query(resolve_settings(sessions, archive), memory=True) as context:
+    with querying(sessions, archive, memory=True) as context:
         result = search_memory(
             context.index,
             query=query,
@@ -76,9 +75,8 @@ def recall_command(
 ) -> None:
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
     from pbot_watch.memory.query import recall  # noqa: PLC0415
-    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415
 
-    with query_errors(), open_query(resolve_settings(sessions, archive), memory=True) as context:
+    with querying(sessions, archive, memory=True) as context:
         page = recall(context.index, handle, from_line)
     emit(page, as_json, render_recall)
 

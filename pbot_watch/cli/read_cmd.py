@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, query_errors
+from pbot_watch.cli.answer import emit, querying
 from pbot_watch.cli.options import archive_options, json_option
 from pbot_watch.search.models import NodeBrief, NodePage
 
@@ -43,10 +43,9 @@ def read_command(
     archive: Path | None,
 ) -> None:
     """Read NODE_ID (from search or from another node's parents/children)."""
-    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
-    with query_errors(), open_query(resolve_settings(sessions, archive), history=True) as context:
+    with querying(sessions, archive, history=True) as context:
         page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
     page.warnings = context.warnings
     emit(page, as_json, render)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, query_errors
+from pbot_watch.cli.answer import emit, querying
 from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
 from pbot_watch.search.models import MatchMode, SearchResult
 
@@ -37,10 +37,9 @@ def search_command(
     archive: Path | None,
 ) -> None:
     """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
-    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415 - keep --help fast
-    from pbot_watch.search.queries import search_history  # noqa: PLC0415
+    from pbot_watch.search.queries import search_history  # noqa: PLC0415 - keep --help fast
 
-    with query_errors(), open_query(resolve_settings(sessions, archive), history=True) as context:
+    with querying(sessions, archive, history=True) as context:
         result = search_history(
             context.index,
             query=query,
