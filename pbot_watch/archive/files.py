@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.locations import exclusion, workspace_folder
+from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
 
@@ -58,14 +59,6 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
 @dataclass
 class _Folder:
     mtime_ns: int = -1
@@ -83,9 +76,7 @@ class ArchiveStore:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     _folders: dict[Path, _Folder] = field(default_factory=dict)
-    _records: OrderedDict[Path, tuple[tuple[int, int, int] | None, dict[str, Any]]] = field(
-        default_factory=OrderedDict
-    )
+    _records: OrderedDict[Path, tuple[FileStamp | None, dict[str, Any]]] = field(default_factory=OrderedDict)
     _writer: ThreadPoolExecutor | None = None
     _queued: dict[Path, bytes] = field(default_factory=dict)
     _queued_bytes: int = 0
@@ -166,7 +157,7 @@ class ArchiveStore:
 
     def load(self, path: Path) -> dict[str, Any] | None:
         """The record at ``path``, from memory when the file has not changed since we saw it."""
-        key = _stat_key(path)
+        key = file_stamp(path)
         cached = self._records.get(path)
         if cached is not None and key is not None and cached[0] == key:
             self._records.move_to_end(path)
@@ -176,7 +167,7 @@ class ArchiveStore:
             self._remember(path, key, record)
         return record
 
-    def _remember(self, path: Path, key: tuple[int, int, int] | None, record: dict[str, Any]) -> None:
+    def _remember(self, path: Path, key: FileStamp | None, record: dict[str, Any]) -> None:
         self._records[path] = (key, record)
         self._records.move_to_end(path)
         while len(self._records) > RECORD_CACHE_SIZE:
@@ -218,7 +209,7 @@ class ArchiveStore:
         if self._writer is None:
             ensure_dir(path.parent)
             write_atomic(path, data)
-            self._remember(path, _stat_key(path), record)
+            self._remember(path, file_stamp(path), record)
             return
         self._queued[path] = data  # a later write of the same path replaces the earlier one
         self._queued_bytes += len(data)

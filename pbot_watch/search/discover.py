@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pbot_watch.archive.locations import workspace_folder
+from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.sources import iter_session_files, known_header
 
@@ -49,7 +50,7 @@ def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tup
             header = known_header(path)
             sid, ws = (header.id, header.workspace) if header else (None, None)
             out[path] = (sid, ws)
-            changed.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns, sid, ws))
+            changed.append((str(path), *FileStamp.of(st), sid, ws))
     if changed:
         with index.transaction():
             conn.executemany(

@@ -33,6 +33,7 @@ from typing import Any, Self
 
 from pbot_watch.archive.files import read_record
 from pbot_watch.archive.locations import folder_workspace
+from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import locale_key
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
@@ -265,7 +266,7 @@ class SearchIndex:
                 st = entry.stat()
             except OSError:
                 return True
-            if indexed.get(entry.path) != (st.st_ino, st.st_size, st.st_mtime_ns):
+            if indexed.get(entry.path) != FileStamp.of(st):
                 # Also true for a torn or foreign .json we keep skipping: cheap, and rare.
                 return True
         return False
@@ -304,7 +305,7 @@ class SearchIndex:
                 st = entry.stat()
             except OSError:
                 continue
-            if known.get(entry.path) == (st.st_ino, st.st_size, st.st_mtime_ns):
+            if known.get(entry.path) == FileStamp.of(st):
                 continue
             if self._update_record(Path(entry.path), folder):
                 report.records_updated += 1
@@ -354,7 +355,7 @@ class SearchIndex:
                 self._drop_record(str(path))
                 return True
             return False
-        if row is not None and tuple(row[1:]) == (st.st_ino, st.st_size, st.st_mtime_ns):
+        if row is not None and tuple(row[1:]) == FileStamp.of(st):
             return False
         record = read_record(path)
         if record is None:
@@ -369,9 +370,7 @@ class SearchIndex:
             record["sessionId"],
             name,
             workspace,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
+            *FileStamp.of(st),
         )
         if row is None:
             cur = self.conn.execute(

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import structlog
 
 from pbot_watch.archive.files import ArchiveStore, read_record
+from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.summarize.base import (
     Cancelled,
     LimitReached,
@@ -97,15 +98,6 @@ class RunReport:
 Progress = Callable[[int, int, str], None]
 
 
-def file_key(path: Path) -> tuple[int, int, int] | None:
-    """What changes when a record is rewritten (atomic replace: a new inode) or edited."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
 def iter_record_paths(folders: Iterable[Path]) -> list[Path]:
     """Record files in the folders (sorted; temp files of atomic writes are not ``*.json``)."""
     paths: list[Path] = []
@@ -130,7 +122,7 @@ class SummaryQueue:
     records_lock: threading.Lock | None = None
     # Records with nothing to do, by file identity: an idle period then costs a stat per record,
     # not a parse of the whole archive. Shared across runs by the worker.
-    settled: dict[Path, tuple[int, int, int]] = field(default_factory=dict)
+    settled: dict[Path, FileStamp] = field(default_factory=dict)
     last_scan: Scan | None = None
 
     # ---- finding work ---------------------------------------------------------------------
@@ -139,7 +131,7 @@ class SummaryQueue:
         now = self.clock()
         model = not self.summarizer.offline
         for path in iter_record_paths(self.folders()):
-            stamp = file_key(path)
+            stamp = file_stamp(path)
             if stamp is not None and self.settled.get(path) == stamp:
                 scan.records += 1  # unchanged since a scan found nothing to do in it
                 continue

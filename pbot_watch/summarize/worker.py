@@ -23,6 +23,7 @@ import structlog
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.locations import workspace_folder
+from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.config import Settings
 from pbot_watch.summarize.base import Summarizer
 from pbot_watch.summarize.offline import OFFLINE_ID, OfflineSummarizer
@@ -112,7 +113,7 @@ class SummaryWorker:
     _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _folders_seen: set[str] = field(default_factory=set, repr=False)
     _discovered: bool = field(default=False, repr=False)
-    _settled: dict[Path, tuple[int, int, int]] = field(default_factory=dict, repr=False)
+    _settled: dict[Path, FileStamp] = field(default_factory=dict, repr=False)
 
     @property
     def store(self) -> SummaryStore:
