@@ -16,8 +16,8 @@ from typing import Literal
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.project import SessionFile, merge_histories
-from pbot_watch.pi.cursor import Cursor, fingerprint, plan
-from pbot_watch.sources import iter_session_files, read_header
+from pbot_watch.pi.cursor import Cursor
+from pbot_watch.sources import cursor_at, iter_session_files, plan_open, read_header, read_range
 
 READ_CHUNK = 1 << 20
 WHOLE_READ = 64 << 20
@@ -47,10 +47,6 @@ class SyncResult:
     malformed: int = 0
     changed: bool = False
     warnings: list[str] = field(default_factory=list)
-
-
-def _read_range(fd: int, start: int, length: int) -> bytes:
-    return os.pread(fd, length, start) if length > 0 else b""
 
 
 @dataclass
@@ -88,15 +84,7 @@ class Indexer:
         st = os.fstat(fd)
         tracked = self.files.get(path)
         cursor = tracked.cursor if tracked else None
-        head_range, tail_range = Cursor.windows(cursor.offset if cursor else 0)
-        decision = plan(
-            cursor,
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            _read_range(fd, *head_range),
-            _read_range(fd, *tail_range),
-        )
+        decision = plan_open(fd, st, cursor)
         if tracked is None or decision == "reread":
             tracked = Tracked(SessionFile())
             self.files[path] = tracked
@@ -108,20 +96,13 @@ class Indexer:
         # One read when the new part fits WHOLE_READ (the common case), chunks beyond that.
         size = max(READ_CHUNK, min(st.st_size - start + 1, WHOLE_READ))
         while True:
-            chunk = os.pread(fd, size, start + bytes_read)
+            chunk = read_range(fd, start + bytes_read, size)
             if not chunk:
                 break
             bytes_read += len(chunk)
             added += tracked.state.feed(chunk)
         offset = tracked.state.reader.consumed
-        head_range, tail_range = Cursor.windows(offset)
-        tracked.cursor = Cursor(
-            st.st_dev,
-            st.st_ino,
-            offset,
-            fingerprint(_read_range(fd, *head_range)),
-            fingerprint(_read_range(fd, *tail_range)),
-        )
+        tracked.cursor = cursor_at(fd, st, offset)
         result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
         state = tracked.state
         result.malformed = state.reader.malformed

@@ -1,8 +1,10 @@
-"""Pi files in: where Pi keeps sessions, which files under a root are candidates, their headers.
+"""Pi files in: where sessions are, which files are candidates, their headers, reading them.
 
 Default root: ``${PI_CODING_AGENT_DIR:-~/.pi/agent}/sessions``. Pi puts sessions one level
 down (``--<cwd>--/``), but a custom ``sessionDir`` is flat and ``/import`` keeps any name,
 so every ``*.jsonl`` below a root is a candidate; the header decides whether it is a session.
+The indexer and the service read a session file open once: ``plan_open`` compares it with its
+cursor and ``cursor_at`` makes the new one, both from the same ``fstat`` and ``read_range``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
+from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, plan
 from pbot_watch.pi.entries import SessionHeader, session_header
 
 HEADER_CHUNK = 1 << 16
@@ -59,6 +62,20 @@ def iter_session_files(root: Path) -> Iterator[Path]:
 def read_range(fd: int, start: int, length: int) -> bytes:
     """``length`` bytes of an open file from ``start`` (fewer at its end); no read for an empty range."""
     return os.pread(fd, length, start) if length > 0 else b""
+
+
+def plan_open(fd: int, st: os.stat_result, cursor: Cursor | None) -> Plan:
+    """``plan`` for an open file: its identity and size from ``st``, the cursor's windows from ``fd``."""
+    head, tail = Cursor.windows(cursor.offset if cursor is not None else 0)
+    return plan(cursor, st.st_dev, st.st_ino, st.st_size, read_range(fd, *head), read_range(fd, *tail))
+
+
+def cursor_at(fd: int, st: os.stat_result, offset: int) -> Cursor:
+    """The cursor of an open file read up to ``offset``: the file's identity and its windows' fingerprints."""
+    head, tail = Cursor.windows(offset)
+    return Cursor(
+        st.st_dev, st.st_ino, offset, fingerprint(read_range(fd, *head)), fingerprint(read_range(fd, *tail))
+    )
 
 
 def read_header(path: Path) -> SessionHeader | Literal[False] | None:

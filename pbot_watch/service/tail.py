@@ -31,10 +31,11 @@ import structlog
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import Indexer, SyncResult
-from pbot_watch.pi.cursor import Cursor, plan
+from pbot_watch.pi.cursor import Cursor
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import RecordListener
 from pbot_watch.service.state import FileState, StateStore
+from pbot_watch.sources import plan_open, read_range
 
 # Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
 # CJK, stored as 2-byte str) of a file's bytes. 32 MB of session files in memory is at most
@@ -72,11 +73,6 @@ class BatchReport:
     changed_state: bool = False
 
 
-def _read_window(fd: int, window: tuple[int, int]) -> bytes:
-    start, length = window
-    return os.pread(fd, length, start) if length > 0 else b""
-
-
 def cursor_plan(path: Path, cursor: Cursor) -> str:
     """``plan()`` for a file that is not in memory: "nothing", "append", "reread" or "gone".
 
@@ -89,12 +85,9 @@ def cursor_plan(path: Path, cursor: Cursor) -> str:
         return "gone"
     try:
         st = os.fstat(fd)
-        head, tail = Cursor.windows(cursor.offset)
-        decision = plan(
-            cursor, st.st_dev, st.st_ino, st.st_size, _read_window(fd, head), _read_window(fd, tail)
-        )
+        decision = plan_open(fd, st, cursor)
         if decision == "append" and st.st_size - cursor.offset <= PARTIAL_PEEK_BYTES:
-            rest = os.pread(fd, st.st_size - cursor.offset, cursor.offset)
+            rest = read_range(fd, cursor.offset, st.st_size - cursor.offset)
             if b"\n" not in rest:
                 return "nothing"
         return decision
