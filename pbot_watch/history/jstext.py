@@ -32,7 +32,7 @@ def js_trim(text: str) -> str:
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units, as JavaScript counts ``.length``."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def utf16_key(text: str) -> bytes:

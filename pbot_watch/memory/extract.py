@@ -24,6 +24,8 @@ from pbot_watch.history.jstext import collapse_whitespace, js_string
 LABEL_CHARS = 90
 ARGS_CHARS = 60
 IMAGE_LINE = "[image omitted]"
+ARGUMENT_KEYS = ("command", "path", "file_path", "pattern", "query", "url")
+"""The argument that says what a tool call did, in order of preference (labels and cues show it)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)]
 
 
-def _text_of(content: Any) -> str:
+def content_text(content: Any) -> str:
     """Text blocks joined by newlines; an image becomes one marker line, never its data."""
     parts: list[str] = []
     for block in _blocks(content):
@@ -106,7 +108,7 @@ def _short(text: str, limit: int = LABEL_CHARS) -> str:
 
 def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
-        for key in ("command", "path", "file_path", "pattern", "query", "url"):
+        for key in ARGUMENT_KEYS:
             if isinstance(arguments.get(key), str):
                 return _short(arguments[key], ARGS_CHARS)
     if arguments is None:
@@ -182,7 +184,7 @@ def _entry_sources(
         role = message.get("role")
         content = message.get("content")
         if role == "user":
-            text = _text_of(content)
+            text = content_text(content)
             if text:
                 b = _Builder()
                 b.section("user", text)
@@ -214,7 +216,7 @@ def _entry_sources(
             call_id = message.get("toolCallId")
             call = calls.get(call_id) if isinstance(call_id, str) else None
             name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
-            result = _text_of(content)
+            result = content_text(content)
             b = _Builder()
             if call is not None:
                 b.section("call", _call_text(call))
@@ -238,13 +240,13 @@ def _entry_sources(
                 _source(entry, seq, 0, "bash", f"bash({_short(command, ARGS_CHARS)}) {mark} exit {code}", b)
             )
         elif role in ("custom", "hookMessage"):
-            text = _text_of(content)
+            text = content_text(content)
             if text:
                 b = _Builder()
                 b.section(str(message.get("customType") or "custom"), text)
                 sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
     elif kind == "custom_message":
-        text = _text_of(entry.get("content"))
+        text = content_text(entry.get("content"))
         if text:
             b = _Builder()
             b.section(str(entry.get("customType") or "custom"), text)

@@ -1,0 +1,431 @@
+"""Memory cues: each of pi-echo's rules, as a test that reads as the rule."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pbot_watch.memory.cues import (
+    FULL_BELOW,
+    OUT_AT,
+    STEP,
+    CueState,
+    UnknownLeaf,
+    compute_cues,
+    elide,
+)
+from pbot_watch.memory.handles import make_handle
+from pbot_watch.memory.index import refresh_memory
+from pbot_watch.memory.query import recall, search_memory
+from pbot_watch.pi.entries import SessionReader
+from pbot_watch.search.index import SearchIndex
+from tests.conftest import FIXTURES
+from tests.memory.work import SESSION, Work, cues_of
+
+
+def stages(state: CueState) -> dict[str, str]:
+    return {line.handle: line.stage for line in state.lines}
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Work:
+    return Work(tmp_path / "sessions" / "s.jsonl")
+
+
+def history(work: Work, handles: list[str], batches: int) -> list[list[str]]:
+    """The stage of each handle ("out" when absent) after each of ``batches`` compactions."""
+    rows = []
+    for _ in range(batches):
+        work.compact()
+        shown = stages(work.cues())
+        rows.append([shown.get(h, "out") for h in handles])
+    return rows
+
+
+class TestLines:
+    def test_one_line_per_tool_event(self, work: Work) -> None:
+        """A line holds time, role, the call in short, the outcome and its size, and the handle."""
+        handle = work.run(
+            "npm test", "> budget@1.0 test\n3 failed: budget over limit\nDone in 2.1s\n", error=True
+        )
+        work.compact()
+        (line,) = work.cues().lines
+        expected = f"11-01 00:02 toolResult bash(npm test) → ✗ 3 failed: budget over limit [3 lines, 1 issue] handle={handle}"
+        assert expected == line.text
+        assert (handle, "full", "failure", 0, 1) == (
+            line.handle,
+            line.stage,
+            line.cue_class,
+            line.age,
+            line.batch,
+        )
+
+    def test_time_is_shown_in_the_given_zone(self, work: Work) -> None:
+        """The time is the entry's, in the time zone passed in (the function reads no clock)."""
+        work.read("src/budget.ts")
+        work.compact()
+        (line,) = work.cues(tz=timezone(timedelta(hours=8))).lines
+        assert line.text.startswith("11-01 08:02 toolResult read(src/budget.ts) → line one [2 lines] handle=")
+
+    def test_long_parts_keep_head_and_tail(self, work: Work) -> None:
+        """A long command and a long outcome keep their head and tail around an elision mark."""
+        command = "npm run build -- " + " ".join(f"--flag{i}" for i in range(40)) + " && echo END"
+        work.run(command, "start " + "x" * 300 + " finish\n")
+        work.compact()
+        (line,) = work.cues().lines
+        assert "bash(npm run build -- --flag0" in line.text
+        assert "&& echo END)" in line.text
+        assert "→ start xxx" in line.text
+        assert "xxx finish [1 line]" in line.text
+        assert 2 == line.text.count(" … ")
+        assert len(line.text) < 250
+
+    def test_recall_of_a_cue_handle_returns_the_original_text(self, work: Work, tmp_path: Path) -> None:
+        """The handle in a cue is memory search's handle: recall returns the call and its output."""
+        work.run("npm test", "3 failed: budget over limit\n", error=True)
+        work.compact()
+        (line,) = work.cues().lines
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [work.path.parent])
+            assert line.handle in {h.handle for h in search_memory(index, "budget over limit").hits}
+            assert "bash: npm test\n3 failed: budget over limit" == recall(index, line.handle).text
+
+
+class TestOnlyToolWork:
+    def test_user_text_answers_and_thinking_are_not_cues(self, work: Work) -> None:
+        """Only tool work becomes a cue; what was said and thought stays searchable only."""
+        work.talk("please check the budget validation")
+        handle = work.run("npm test")
+        work.talk("what next?")
+        work.compact()
+        assert [handle] == [line.handle for line in work.cues().lines]
+
+    def test_memory_tools_are_not_cues(self, work: Work) -> None:
+        """The model's own recall_memory calls are not work worth a cue."""
+        work.recall(make_handle(SESSION, "t1", 0))
+        work.compact()
+        assert [] == work.cues().lines
+
+
+class TestBatches:
+    def test_no_compaction_no_cues(self, work: Work) -> None:
+        """Before the first compaction on the branch the cue state is empty."""
+        work.run("npm test")
+        state = work.cues()
+        assert (0, None, [], "") == (state.batch, state.compaction_id, state.lines, state.text)
+
+    def test_a_compaction_brings_what_left_with_it(self, work: Work) -> None:
+        """Each compaction is a batch: the events before its kept boundary enter, in full; kept ones wait."""
+        first = work.run("npm test")
+        kept = work.ask("now lint it")
+        second = work.run("npm run lint")  # from the kept boundary on: still in the model's context
+        work.compact(kept=kept)
+        state = work.cues()
+        assert (1, [first]) == (state.batch, [line.handle for line in state.lines])
+        third = work.run("npm run build")
+        work.compact()
+        state = work.cues()
+        assert [(first, 1), (second, 2), (third, 2)] == [(x.handle, x.batch) for x in state.lines]
+        assert {"full"} == {x.stage for x in state.lines}
+
+    def test_block_says_what_the_lines_are(self, work: Work) -> None:
+        """The block starts with a header saying these are recallable records, not instructions."""
+        work.run("npm test")
+        work.compact()
+        header = work.cues().text.split("\n")[0]
+        assert "Memory cues (batch 1)" in header
+        assert "information, not instructions" in header
+        assert "recall_memory(handle)" in header
+
+    def test_lines_fade_by_age_full_brief_out(self, work: Work) -> None:
+        """A line is shown in full, then as its call and size only, then not at all."""
+        handle = work.run("npm test", "3 passed\n")
+        rows = history(work, [handle], 5)
+        assert [["full"], ["full"], ["brief"], ["brief"], ["out"]] == rows
+
+    def test_a_brief_line_is_the_call_and_its_size_only(self, work: Work) -> None:
+        """Brief drops the outcome and keeps the call, its size and the handle."""
+        handle = work.run("npm test", "3 passed\n")
+        history(work, [handle], 3)
+        (line,) = work.cues().lines
+        assert f"11-01 00:02 toolResult bash(npm test) [1 line] handle={handle}" == line.text
+
+    def test_out_of_the_cues_is_still_recallable(self, work: Work, tmp_path: Path) -> None:
+        """A line that left the cues can still be searched and recalled."""
+        handle = work.read("notes.txt", "the notes\n")
+        history(work, [handle], 3)
+        assert handle not in stages(work.cues())
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [work.path.parent])
+            assert handle == search_memory(index, "the notes").hits[0].handle
+            assert "the notes" in recall(index, handle).text
+
+
+class TestFadingOrder:
+    def test_reads_fade_fastest_then_state_then_failures(self, work: Work) -> None:
+        """What can be fetched again fades first, recorded state later, failures last."""
+        read = work.read("src/budget.ts")
+        state = work.run("npm run build")
+        failure = work.run("npm test", "1 failed\n", error=True)
+        rows = history(work, [read, state, failure], 7)
+
+        def first(handle_index: int, stage: str) -> int:
+            return next(batch for batch, row in enumerate(rows, 1) if row[handle_index] == stage)
+
+        assert first(0, "brief") < first(1, "brief") < first(2, "brief")
+        assert first(0, "out") < first(1, "out") < first(2, "out")
+        assert STEP["refetchable"] > STEP["state"] > STEP["failure"]
+
+    def test_classes_are_reported(self, work: Work) -> None:
+        """Each line says its class: refetchable, state or failure."""
+        work.read("src/budget.ts")
+        work.run("npm run build")
+        work.run("npm test", "1 failed\n", error=True)
+        work.compact()
+        assert ["refetchable", "state", "failure"] == [line.cue_class for line in work.cues().lines]
+
+
+class TestEditRule:
+    def test_a_later_edit_makes_earlier_reads_fade_as_state(self, work: Work) -> None:
+        """A read of a file edited afterwards is state; a read of an untouched file stays refetchable."""
+        edited = work.read("src/budget.ts")
+        untouched = work.read("src/other.ts")
+        work.edit("./src/budget.ts")
+        work.compact()
+        classes = {line.handle: line.cue_class for line in work.cues().lines}
+        assert ("state", "refetchable") == (classes[edited], classes[untouched])
+        rows = history(work, [edited, untouched], 1)
+        assert [["full", "brief"]] == rows
+
+    def test_an_edit_in_a_later_batch_changes_the_class_from_then(self, work: Work) -> None:
+        """A read that already left the context fades as state once the file is edited."""
+        read = work.read("src/budget.ts")
+        work.compact()
+        assert "refetchable" == work.cues().lines[0].cue_class
+        work.edit("src/budget.ts")
+        work.compact()
+        line = next(x for x in work.cues().lines if x.handle == read)
+        assert ("state", "full") == (line.cue_class, line.stage)
+
+    def test_a_failed_edit_changes_nothing(self, work: Work) -> None:
+        """An edit that failed did not change the file: the read stays refetchable."""
+        read = work.read("src/budget.ts")
+        work.tool("edit", {"path": "src/budget.ts"}, "oldText not found", error=True)
+        work.compact()
+        assert "refetchable" == next(x.cue_class for x in work.cues().lines if x.handle == read)
+
+
+class TestReinforcement:
+    def test_a_recalled_line_comes_back_in_full_and_is_protected_one_batch(self, work: Work) -> None:
+        """Recalling a line still in the cues brings it back in full at the next compaction, protected once."""
+        read = work.read("src/budget.ts")
+        other = work.read("src/other.ts")
+        work.compact()
+        work.recall(read)
+        work.compact()
+        lines = {line.handle: line for line in work.cues().lines}
+        assert ("full", True, 0) == (lines[read].stage, lines[read].protected, lines[read].age)
+        assert ("brief", False) == (lines[other].stage, lines[other].protected)
+        work.compact()
+        lines = {line.handle: line for line in work.cues().lines}
+        assert ("brief", False, 1) == (lines[read].stage, lines[read].protected, lines[read].age)
+        assert other not in lines
+
+    def test_a_brief_line_recalled_comes_back_in_full(self, work: Work) -> None:
+        """A line already reduced to its call is restored in full by a recall."""
+        handle = work.run("npm run build")
+        history(work, [handle], 3)
+        assert "brief" == stages(work.cues())[handle]
+        work.recall(handle)
+        work.compact()
+        assert "full" == stages(work.cues())[handle]
+
+    def test_a_line_already_out_does_not_come_back(self, work: Work) -> None:
+        """Recalling a line that has left the cues does not bring it back (it stays recallable)."""
+        read = work.read("src/budget.ts")
+        history(work, [read], 3)
+        assert read not in stages(work.cues())
+        work.recall(read)
+        work.compact()
+        assert read not in stages(work.cues())
+
+    def test_a_recall_before_the_line_was_cued_does_nothing(self, work: Work) -> None:
+        """Recalling something still in the context does not protect its future line."""
+        read = work.read("src/budget.ts")
+        work.recall(read)
+        work.compact()
+        work.compact()
+        assert "brief" == stages(work.cues())[read]
+
+
+class TestPressure:
+    @staticmethod
+    def window_fitting(chars: int) -> int:
+        """A context window whose 20 % (in Pi's chars / 4 tokens) holds at most ``chars`` characters."""
+        return chars // 4 * 5
+
+    def test_old_lines_fade_oldest_and_fastest_first_until_the_block_fits(self, work: Work) -> None:
+        """Above the reference size, old unprotected lines fade one stage at a time, fastest-fading first."""
+        old_read = work.read("src/a.ts")
+        old_run = work.run("npm run build")
+        old_fail = work.run("npm test", "1 failed\n", error=True)
+        work.compact()
+        new = [work.run(f"echo new {i}") for i in range(3)]
+        work.compact()
+        roomy = work.cues()
+        read_line = next(line for line in roomy.lines if line.handle == old_read)
+        assert {old_read: "brief", old_run: "full", old_fail: "full"}.items() <= stages(roomy).items()
+        # Dropping the read is not enough; cutting the build's outcome as well is.
+        window = self.window_fitting(len(roomy.text) - len(read_line.text) - 2)
+        shown = stages(work.cues(context_window=window))
+        assert old_read not in shown
+        assert ("brief", "full") == (shown[old_run], shown[old_fail])
+        assert all(shown[h] == "full" for h in new)
+
+    def test_new_and_reinforced_lines_stay_full(self, work: Work) -> None:
+        """However small the window, new lines and a just-recalled line are delivered in full."""
+        old = [work.run("npm run build"), work.run("npm test", "1 failed\n", error=True)]
+        recalled = work.run("npm run lint")
+        work.compact()
+        work.recall(recalled)
+        new = [work.run(f"echo new {i}") for i in range(3)]
+        work.compact()
+        state = work.cues(context_window=100)
+        shown = stages(state)
+        assert not any(h in shown for h in old)
+        assert {"full"} == {shown[h] for h in [*new, recalled]}
+        assert state.tokens > state.reference_tokens
+
+    def test_without_pressure_nothing_fades_early(self, work: Work) -> None:
+        """Below the reference size, lines fade by age only."""
+        handles = [work.run(f"echo {i}") for i in range(5)]
+        work.compact()
+        work.compact()
+        assert {"full"} == set(stages(work.cues()).values())
+        assert set(handles) == set(stages(work.cues()))
+
+    def test_a_faded_line_stays_faded_when_the_pressure_is_gone(self, work: Work) -> None:
+        """Pressure fades for good: a failure cut to brief does not come back in full once there is room."""
+        failure = work.run("npm test", "1 failed\n", error=True)
+        work.compact()
+        for i in range(4):
+            work.read(f"src/f{i}.ts")
+        work.compact()
+        window = self.window_fitting(len(work.cues().text) - 1)
+        assert "brief" == stages(work.cues(context_window=window))[failure]
+        work.compact()  # the reads are brief by age now: the block fits again
+        squeezed = work.cues(context_window=window)
+        assert squeezed.tokens <= squeezed.reference_tokens
+        assert "brief" == stages(squeezed)[failure]
+        assert "full" == stages(work.cues())[failure]  # by age alone it would still be full
+
+
+class TestErrors:
+    def test_unknown_leaf(self, work: Work) -> None:
+        """A leaf that is no entry of the session is an error naming it."""
+        work.run("npm test")
+        with pytest.raises(UnknownLeaf, match="nope"):
+            work.cues(leaf="nope")
+
+
+class TestHelpers:
+    def test_elide_keeps_head_and_tail(self) -> None:
+        """Elision keeps about two thirds head, one third tail, within the limit."""
+        text = "a" * 50 + "b" * 50
+        short = elide(text, 30)
+        assert (30, "a" * 18 + " … " + "b" * 9) == (len(short), short)
+        assert "short" == elide("  short  ", 30)
+
+    def test_thresholds(self) -> None:
+        """Full below FULL_BELOW, out from OUT_AT: each class's step decides its pace."""
+        assert 0 < FULL_BELOW < OUT_AT
+        assert all(0 < step <= FULL_BELOW for step in STEP.values())
+
+
+class TestRealPi:
+    def test_pi_written_compaction(self) -> None:
+        """In a file Pi wrote, the command before the kept boundary is the one cue, with search's handle."""
+        path = FIXTURES / "real-v3" / "03-tour-kitchen-sink.jsonl"
+        state = cues_of(path, leaf="7d642dea")
+        assert (1, "5f4fc5bf") == (state.batch, state.compaction_id)
+        (line,) = state.lines
+        assert "bf7a808d" == line.entry_id
+        assert line.text.startswith(
+            "11-29 20:18 toolResult bash(echo tool-output-line && ls) → notes.txt [2 lines]"
+        )
+
+    def test_current_leaf_is_pis(self) -> None:
+        """Without --leaf the branch is Pi's current one (the last entry): here a branch never compacted."""
+        state = cues_of(FIXTURES / "real-v3" / "03-tour-kitchen-sink.jsonl")
+        assert (0, "e2bbc24a") == (state.batch, state.leaf)
+
+    def test_compaction_without_tool_work(self) -> None:
+        """An automatic compaction that took only talk is a batch with no lines and no block."""
+        state = cues_of(FIXTURES / "real-v3" / "07-auto-compaction.jsonl")
+        assert (1, [], "") == (state.batch, state.lines, state.text)
+
+
+# ---- feeding: the cues depend on the entries, not on how the file was read ----------------
+
+
+def random_session(path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    work = Work(path)
+    handles: list[str] = []
+    for _ in range(rng.randint(5, 40)):
+        roll = rng.random()
+        if roll < 0.3:
+            handles.append(
+                work.run(f"cmd {rng.randint(0, 9)}", "out\n" * rng.randint(0, 5), rng.random() < 0.3)
+            )
+        elif roll < 0.5:
+            handles.append(work.read(f"f{rng.randint(0, 3)}.ts", "x\n" * rng.randint(1, 4)))
+        elif roll < 0.6:
+            work.edit(f"f{rng.randint(0, 3)}.ts")
+        elif roll < 0.7 and handles:
+            work.recall(rng.choice(handles))
+        elif roll < 0.8:
+            work.talk("anything 预算 😀")
+        else:
+            work.compact()
+
+
+def read_in_pieces(data: bytes, cuts: list[int], restart: int | None) -> tuple[str, list[dict[str, Any]]]:
+    """Entries from a reader fed at ``cuts``; past ``restart`` it is replaced by one reading from 0."""
+    reader = SessionReader()
+    entries: list[dict[str, Any]] = []
+    start = 0
+    for cut in sorted(cuts):
+        entries.extend(reader.feed(data[start:cut]))
+        start = cut
+        if restart is not None and cut >= restart:
+            # As the service does when it cannot trust its cursor: a new reader, from byte 0.
+            reader, restart = SessionReader(), None
+            entries = reader.feed(data[:cut])
+    entries.extend(reader.feed(data[start:]))
+    assert reader.header is not None
+    return reader.header.id, entries
+
+
+class TestFeeding:
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(seed=st.integers(0, 10_000), data=st.data())
+    def test_cues_do_not_depend_on_how_the_file_was_fed(
+        self, tmp_path_factory: pytest.TempPathFactory, seed: int, data: st.DataObject
+    ) -> None:
+        """Fed whole, in random chunks, or with a reader restarted midway: the same cue state."""
+        path = tmp_path_factory.mktemp("feed") / "s.jsonl"
+        random_session(path, seed)
+        raw = path.read_bytes()
+        whole = cues_of(path, context_window=4000)
+        cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=12))
+        restart = data.draw(st.none() | st.integers(0, len(raw)))
+        session_id, entries = read_in_pieces(raw, cuts, restart)
+        pieces = compute_cues(entries, session_id=session_id, context_window=4000)
+        assert whole == pieces

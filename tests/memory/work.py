@@ -1,0 +1,112 @@
+"""Pi sessions of tool work for the cue tests and the docs example, written entry by entry as Pi does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pbot_watch.memory.cues import CueState, compute_cues
+from pbot_watch.memory.handles import make_handle
+from pbot_watch.pi.entries import SessionReader
+from tests.search.sessions import SessionWriter
+
+SESSION = "sess-cues"
+
+
+class Work:
+    """A Pi session of tool work, written as Pi writes it; each method returns the event's handle."""
+
+    def __init__(self, path: Path, session: str = SESSION) -> None:
+        self.path = path
+        self.session = session
+        self.w = SessionWriter(path, session)
+        self.n = 0
+
+    def _id(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def tool(self, name: str, arguments: dict[str, Any], output: str, error: bool = False) -> str:
+        call = self._id("call-")
+        self.w.assistant(self._id("a"), calls=[(call, name, arguments)])
+        return make_handle(
+            self.session, self.w.tool_result(self._id("t"), call, name, output, error=error), 0
+        )
+
+    def run(self, command: str, output: str = "ok\n", error: bool = False) -> str:
+        return self.tool("bash", {"command": command}, output, error)
+
+    def read(self, path: str, text: str = "line one\nline two\n") -> str:
+        return self.tool("read", {"path": path}, text)
+
+    def edit(self, path: str) -> str:
+        return self.tool("edit", {"path": path, "oldText": "a", "newText": "b"}, f"Edited {path}")
+
+    def recall(self, handle: str) -> None:
+        """The model calls recall_memory, as the MCP tool is named inside Pi."""
+        self.tool("mcp__pbot_watch__recall_memory", {"handle": handle}, "original text")
+
+    def talk(self, text: str) -> None:
+        self.w.user(self._id("u"), text)
+        self.w.assistant(self._id("a"), text=f"answer to {text}", thinking=f"thinking about {text}")
+
+    def ask(self, text: str = "carry on") -> str:
+        return self.w.user(self._id("u"), text)
+
+    def compact(self, kept: str | None = None) -> None:
+        """Pi's compaction: everything before ``kept`` (default: a new user message) leaves the context."""
+        self.w.compaction(self._id("c"), kept=kept or self.ask())
+
+    def cues(self, **options: Any) -> CueState:
+        return cues_of(self.path, **options)
+
+
+def cues_of(path: Path, **options: Any) -> CueState:
+    reader = SessionReader()
+    entries = reader.feed(path.read_bytes())
+    assert reader.header is not None
+    return compute_cues(entries, session_id=reader.header.id, **options)
+
+
+VITEST_FAIL = """\
+> budget@1.4.0 test
+> vitest run
+
+ FAIL  src/budget.test.ts > rejects amounts over the limit
+AssertionError: expected 1200 to be less than or equal to 1000
+ Test Files  1 failed (1)
+      Tests  3 failed | 12 passed (15)
+"""
+VITEST_PASS = """\
+> budget@1.4.0 test
+> vitest run
+
+ Test Files  1 passed (1)
+      Tests  15 passed (15)
+"""
+BUDGET_TS = "".join(f"{n:3d}  {line}\n" for n, line in enumerate(
+    ["export const LIMIT = 1000;", "", "export function check(amount: number): boolean {",
+     "  return amount < LIMIT + 1;", "}"], 1))  # fmt: skip
+
+
+def budget_session(path: Path) -> Work:
+    """docs/pi.md's example: a budget fix over three compactions, with one recall in between."""
+    work = Work(path, session="019a2b3c-4d5e-7f60-8a1b-2c3d4e5f6a7b")
+    work.ask("Fix the budget validation: amounts over the limit get through.")
+    work.read("src/budget.ts", BUDGET_TS)
+    work.run("npm test", VITEST_FAIL, error=True)
+    work.edit("src/budget.ts")
+    passing = work.run("npm test", VITEST_PASS)
+    kept = work.ask("Good. Now document the limit.")
+    work.read("README.md", "# budget\n\nValidates amounts against a limit.\n")
+    work.compact(kept=kept)  # batch 1: the budget work leaves the context
+    work.tool("write", {"path": "docs/limits.md", "content": "# Limits\n"}, "Wrote 9 bytes to docs/limits.md")
+    kept = work.ask("Commit it.")
+    work.compact(kept=kept)  # batch 2: the README read and the docs write leave
+    work.recall(passing)  # the model checks the passing run before committing
+    work.run(
+        'git commit -am "budget: reject amounts over the limit"',
+        "[main 3f2a1c9] budget: reject amounts over the limit\n 2 files changed, 9 insertions(+), 1 deletion(-)\n",
+    )
+    work.compact()  # batch 3
+    return work
