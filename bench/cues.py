@@ -1,0 +1,234 @@
+"""How long the memory cues of a large session take to compute.
+
+Writes one Pi 1.6.0-shaped session of about ``--size-mb`` MB (tool calls with outputs of a few
+hundred bytes to tens of kilobytes, reads, edits, failing and passing commands, talk with
+thinking, the model's recall_memory calls, and a compaction every ``--batch-kb`` KB, about what
+a 128k-token model holds), then times, best of ``--repeat``:
+
+* parse: the file through ``SessionReader`` (what any consumer pays once);
+* cues: ``compute_cues`` over those entries, from the current leaf;
+* total: both, as ``pbot-watch cues`` does after its start-up.
+
+Run by hand::
+
+    python bench/cues.py                 # 20 MB
+    python bench/cues.py --size-mb 2 --json
+
+``measure(size_mb)`` returns the same figures for other benches (``bench/pi_tools.py``). Figures
+are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SESSION_ID = "01a228f5-31fa-7664-97b8-48c2bf54bd29"
+WORDS = [
+    "the",
+    "budget",
+    "limit",
+    "test",
+    "file",
+    "returns",
+    "value",
+    "over",
+    "check",
+    "run",
+    "build",
+    "error",
+    "passes",
+    "module",
+]
+
+
+class _Writer:
+    def __init__(self, path: Path, rng: random.Random) -> None:
+        self.handle = path.open("w", encoding="utf-8")
+        self.rng = rng
+        self.n = 0
+        self.last: str | None = None
+        self.size = 0
+        self.results: list[str] = []
+        self.write(
+            {"type": "session", "version": 3, "id": SESSION_ID, "timestamp": self.stamp(), "cwd": "/w"}
+        )
+
+    def stamp(self) -> str:
+        seconds = self.n * 7
+        return f"2026-11-{1 + seconds // 86400:02d}T{seconds // 3600 % 24:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.000Z"
+
+    def write(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        self.size += len(line.encode())
+        self.handle.write(line)
+
+    def entry(self, body: dict[str, Any]) -> str:
+        self.n += 1
+        entry_id = f"{self.n:08x}"
+        self.write(
+            {
+                "type": body.pop("type", "message"),
+                "id": entry_id,
+                "parentId": self.last,
+                "timestamp": self.stamp(),
+                **body,
+            }
+        )
+        self.last = entry_id
+        return entry_id
+
+    def text(self, words: int) -> str:
+        return " ".join(self.rng.choice(WORDS) for _ in range(words))
+
+    def output(self, lines: int) -> str:
+        return "".join(f"{i:4d} {self.text(8)}\n" for i in range(lines))
+
+    def tool(self, name: str, arguments: dict[str, Any], output: str, error: bool = False) -> None:
+        call = f"call_{self.n}"
+        self.entry(
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "id": call, "name": name, "arguments": arguments}],
+                    "stopReason": "toolUse",
+                }
+            }
+        )
+        result = self.entry(
+            {
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": call,
+                    "toolName": name,
+                    "content": [{"type": "text", "text": output}],
+                    "isError": error,
+                }
+            }
+        )
+        self.results.append(result)
+
+    def turn(self) -> str:
+        user = self.entry({"message": {"role": "user", "content": [{"type": "text", "text": self.text(30)}]}})
+        rng = self.rng
+        for _ in range(rng.randint(2, 8)):
+            roll = rng.random()
+            path = f"src/mod{rng.randint(0, 40)}.ts"
+            if roll < 0.35:
+                self.tool("read", {"path": path}, self.output(rng.randint(20, 300)))
+            elif roll < 0.45:
+                self.tool(
+                    "edit", {"path": path, "oldText": self.text(5), "newText": self.text(6)}, f"Edited {path}"
+                )
+            elif roll < 0.85:
+                failed = rng.random() < 0.25
+                self.tool(
+                    "bash", {"command": f"npm test -- {path}"}, self.output(rng.randint(1, 400)), failed
+                )
+            elif self.results:
+                handle = f"m1.{self.rng.choice(self.results)}"  # opaque to the model; any string will do
+                self.tool("mcp__pbot_watch__recall_memory", {"handle": handle}, self.output(5))
+        self.entry(
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": self.text(60)},
+                        {"type": "text", "text": self.text(80)},
+                    ],
+                    "stopReason": "stop",
+                }
+            }
+        )
+        return user
+
+
+def write_session(path: Path, size_mb: float, batch_kb: int, seed: int = 7) -> dict[str, int]:
+    """A session of about ``size_mb`` MB with a compaction every ``batch_kb`` KB of entries."""
+    writer = _Writer(path, random.Random(seed))
+    next_compaction = batch_kb * 1024
+    compactions = 0
+    while writer.size < size_mb * 1024 * 1024:
+        kept = writer.turn()
+        if writer.size >= next_compaction:
+            writer.entry(
+                {
+                    "type": "compaction",
+                    "summary": writer.text(300),
+                    "firstKeptEntryId": kept,
+                    "tokensBefore": 100_000,
+                }
+            )
+            compactions += 1
+            next_compaction = writer.size + batch_kb * 1024
+    writer.handle.close()
+    return {
+        "bytes": path.stat().st_size,
+        "entries": writer.n,
+        "tool events": len(writer.results),
+        "compactions": compactions,
+    }
+
+
+def measure(
+    size_mb: float = 20, batch_kb: int = 500, repeat: int = 3, folder: Path | None = None
+) -> dict[str, Any]:
+    """Parse and cue-computation times (seconds, best of ``repeat``) for one generated session."""
+    from pbot_watch.memory.cues import compute_cues
+    from pbot_watch.pi.entries import SessionReader
+
+    with tempfile.TemporaryDirectory() as temp:
+        path = (folder or Path(temp)) / "big.jsonl"
+        shape = write_session(path, size_mb, batch_kb)
+        parse, cues, state = [], [], None
+        for _ in range(repeat):
+            started = time.perf_counter()
+            reader = SessionReader()
+            with path.open("rb") as handle:
+                entries = [e for chunk in iter(lambda: handle.read(1 << 20), b"") for e in reader.feed(chunk)]
+            parsed = time.perf_counter()
+            state = compute_cues(entries, session_id=SESSION_ID)
+            done = time.perf_counter()
+            parse.append(parsed - started)
+            cues.append(done - parsed)
+        assert state is not None
+        return {
+            "session": {**shape, "MB": round(shape["bytes"] / 1e6, 1)},
+            "parse s": round(min(parse), 3),
+            "cues s": round(min(cues), 3),
+            "total s": round(min(p + c for p, c in zip(parse, cues, strict=True)), 3),
+            "batch": state.batch,
+            "lines": len(state.lines),
+            "block tokens": state.tokens,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size-mb", type=float, default=20)
+    parser.add_argument("--batch-kb", type=int, default=500, help="session bytes between compactions")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = measure(args.size_mb, args.batch_kb, args.repeat)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    shape = figures["session"]
+    print(
+        f"session: {shape['MB']} MB, {shape['entries']} entries, {shape['tool events']} tool events, "
+        f"{shape['compactions']} compactions"
+    )
+    print(
+        f"parse {figures['parse s']} s + cues {figures['cues s']} s = {figures['total s']} s (best of {args.repeat})"
+    )
+    print(f"cue state: batch {figures['batch']}, {figures['lines']} lines, ~{figures['block tokens']} tokens")
+
+
+if __name__ == "__main__":
+    main()
