@@ -22,6 +22,7 @@ def _register() -> None:
     # Imported here, not at the top, so each module can import ``main`` without a cycle.
     from pbot_watch.cli import (  # noqa: F401, PLC0415
         config_cmd,
+        cues_cmd,
         index_cmd,
         mcp_cmd,
         memory_cmd,

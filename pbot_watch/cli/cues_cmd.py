@@ -1,0 +1,66 @@
+"""``pbot-watch cues``: the memory cues of one session branch, as the Pi extension injects them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pbot_watch.cli import main
+from pbot_watch.cli.answer import emit, query_errors
+from pbot_watch.cli.errors import EXIT_USAGE, CommandError
+from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, CueState
+
+
+@main.command("cues")
+@click.option(
+    "--session",
+    "session_file",
+    required=True,
+    metavar="FILE",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The Pi session file (.jsonl).",
+)
+@click.option(
+    "--leaf", metavar="ENTRY", help="The branch's leaf entry (default: the current leaf, as Pi loads it)."
+)
+@click.option(
+    "--context-window",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CONTEXT_WINDOW,
+    show_default=True,
+    metavar="TOKENS",
+    help="The model's context window; above 20 % of it, old cues fade faster.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the cue state as JSON (see docs/pi.md).")
+def cues_command(session_file: Path, leaf: str | None, context_window: int, as_json: bool) -> None:
+    """The memory cues of a session branch after its latest compaction (none before the first)."""
+    from datetime import datetime  # noqa: PLC0415
+
+    from pbot_watch.memory.cues import compute_cues  # noqa: PLC0415
+    from pbot_watch.memory.index import read_session_entries  # noqa: PLC0415
+
+    if not session_file.is_file():
+        raise CommandError(f"{session_file}: not a session file", EXIT_USAGE)
+    try:
+        session_id, entries = read_session_entries(session_file)
+    except OSError as error:
+        raise CommandError(f"{session_file}: {error.strerror or error}", EXIT_USAGE) from error
+    if session_id is None:
+        raise CommandError(f"{session_file}: not a Pi session (no session header)", EXIT_USAGE)
+    local = datetime.now().astimezone().tzinfo
+    assert local is not None
+    with query_errors():
+        state = compute_cues(
+            entries, session_id=session_id, leaf=leaf, context_window=context_window, tz=local
+        )
+    emit(state, as_json, render_cues)
+
+
+def render_cues(state: CueState) -> None:
+    if state.text:
+        click.echo(state.text)
+    elif state.batch == 0:
+        click.echo("no cues: no compaction on this branch")
+    else:
+        click.echo(f"no cues: nothing of the tool work left at {state.batch} compaction(s) is still cued")
