@@ -9,7 +9,8 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import emit, query_errors
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
-from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, CueState
+from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW
+from pbot_watch.search.models import CueState
 
 
 @main.command("cues")

@@ -40,19 +40,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from typing import Any
 
 from pbot_watch.history.jstext import collapse_whitespace, utf16_len
 from pbot_watch.memory.branch import first_kept
 from pbot_watch.memory.extract import ARGUMENT_KEYS, Source, content_text, path_to_root, session_memory
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.search.errors import QueryError
-
-CueStage = Literal["full", "brief"]
-CueClass = Literal["refetchable", "state", "failure"]
+from pbot_watch.search.models import CueClass, CueLine, CueStage, CueState
 
 # ---- how lines fade ------------------------------------------------------------------------
 
@@ -120,40 +115,6 @@ HEADER = (
 
 class UnknownLeaf(QueryError):
     """A ``--leaf`` that is no entry of the session."""
-
-
-class _Shape(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class CueLine(_Shape):
-    """One tool event in the cues, as it is shown this batch."""
-
-    handle: str = Field(description="the memory handle of the event's source (recall_memory, search_memory)")
-    entry_id: str = Field(description="the entry the source is anchored at (the tool result)")
-    timestamp: str
-    stage: CueStage = Field(description="full: call, outcome and size; brief: the call and its size only")
-    cue_class: CueClass = Field(
-        serialization_alias="class", description="how fast it fades: refetchable > state > failure"
-    )
-    age: int = Field(description="batches since it entered the cues or was last reinforced")
-    batch: int = Field(description="the batch (compaction) at which it left the model's context")
-    protected: bool = Field(description="reinforced by a recall: delivered in full, spared by pressure")
-    text: str = Field(description="the line as shown in the block")
-
-
-class CueState(_Shape):
-    """The memory cues of one branch after its latest compaction."""
-
-    session_id: str
-    leaf: str | None = Field(description="the branch's leaf entry (null for an empty session)")
-    batch: int = Field(description="compactions on the branch; 0: no cues yet")
-    compaction_id: str | None = Field(description="the latest compaction on the branch (the batch's)")
-    context_window: int = Field(description="the model's context window, in tokens, the pressure is based on")
-    reference_tokens: int = Field(description="pi-echo's reference size: 20 % of the context window")
-    tokens: int = Field(description="estimated tokens of text (UTF-16 length / 4)")
-    lines: list[CueLine] = Field(description="the lines in the block, oldest event first")
-    text: str = Field(description="the block to inject into the model's request; empty when no line")
 
 
 def estimate_tokens(text: str) -> int:

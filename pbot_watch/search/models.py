@@ -1,4 +1,4 @@
-"""The JSON shapes of search, read, memory search and recall: one pydantic model each.
+"""The JSON shapes of search, read, memory search, recall and memory cues: one pydantic model each.
 
 The CLI's ``--json`` and the MCP tools emit exactly these (``model_dump(by_alias=True)``);
 ``docs/search.md`` documents them and a test keeps the published JSON Schema current. Field
@@ -18,6 +18,8 @@ from pydantic.alias_generators import to_camel
 NodeKind = Literal["session", "exchange", "summary"]
 MatchMode = Literal["literal", "terms"]
 MemoryContext = Literal["historical", "retained", "unknown"]
+CueStage = Literal["full", "brief"]
+CueClass = Literal["refetchable", "state", "failure"]
 
 
 class _Shape(BaseModel):
@@ -141,3 +143,33 @@ class RecallPage(_Shape):
     text: str
     sections: list[MemorySection]
     next_line: int | None = Field(description="where to continue, or null at the end")
+
+
+class CueLine(_Shape):
+    """One tool event in the cues, as it is shown this batch."""
+
+    handle: str = Field(description="the memory handle of the event's source (recall_memory, search_memory)")
+    entry_id: str = Field(description="the entry the source is anchored at (the tool result)")
+    timestamp: str
+    stage: CueStage = Field(description="full: call, outcome and size; brief: the call and its size only")
+    cue_class: CueClass = Field(
+        serialization_alias="class", description="how fast it fades: refetchable > state > failure"
+    )
+    age: int = Field(description="batches since it entered the cues or was last reinforced")
+    batch: int = Field(description="the batch (compaction) at which it left the model's context")
+    protected: bool = Field(description="reinforced by a recall: delivered in full, spared by pressure")
+    text: str = Field(description="the line as shown in the block")
+
+
+class CueState(_Shape):
+    """The memory cues of one branch after its latest compaction."""
+
+    session_id: str
+    leaf: str | None = Field(description="the branch's leaf entry (null for an empty session)")
+    batch: int = Field(description="compactions on the branch; 0: no cues yet")
+    compaction_id: str | None = Field(description="the latest compaction on the branch (the batch's)")
+    context_window: int = Field(description="the model's context window, in tokens, the pressure is based on")
+    reference_tokens: int = Field(description="pi-echo's reference size: 20 % of the context window")
+    tokens: int = Field(description="estimated tokens of text (UTF-16 length / 4)")
+    lines: list[CueLine] = Field(description="the lines in the block, oldest event first")
+    text: str = Field(description="the block to inject into the model's request; empty when no line")

@@ -15,7 +15,6 @@ from pbot_watch.memory.cues import (
     FULL_BELOW,
     OUT_AT,
     STEP,
-    CueState,
     UnknownLeaf,
     compute_cues,
     elide,
@@ -25,6 +24,7 @@ from pbot_watch.memory.index import refresh_memory
 from pbot_watch.memory.query import recall, search_memory
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.models import CueState
 from tests.conftest import FIXTURES
 from tests.memory.work import SESSION, Work, cues_of
 

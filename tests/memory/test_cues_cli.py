@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from pbot_watch.cli import main
-from pbot_watch.memory.cues import CueLine, CueState
+from pbot_watch.search.models import CueLine, CueState
 from tests.conftest import FIXTURES, REPO
 from tests.memory.work import Work, budget_session, cues_of
 

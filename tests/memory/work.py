@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.memory.cues import CueState, compute_cues
+from pbot_watch.memory.cues import compute_cues
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.pi.entries import SessionReader
+from pbot_watch.search.models import CueState
 from tests.search.sessions import SessionWriter
 
 SESSION = "sess-cues"
