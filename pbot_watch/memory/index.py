@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.memory.extract import Source, session_memory
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import SearchIndex, storable
@@ -144,14 +144,11 @@ def sync_memory_file(index: SearchIndex, path: Path) -> bool:
     """Re-index one session file's raw memory if its ``stat`` changed; return whether it did."""
     ensure_memory_tables(index)
     conn = index.conn
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = None
+    stamp = file_stamp(path)
     row = conn.execute("SELECT ino, size, mtime_ns FROM mem_files WHERE path = ?", (str(path),)).fetchone()
-    if st is not None and row is not None and tuple(row) == (st.st_ino, st.st_size, st.st_mtime_ns):
+    if stamp is not None and row is not None and FileStamp(*row) == stamp:
         return False
-    if st is None:
+    if stamp is None:
         with index.transaction():
             _drop_file(index, str(path))
         return row is not None
@@ -167,7 +164,7 @@ def sync_memory_file(index: SearchIndex, path: Path) -> bool:
         conn.execute(
             "INSERT INTO mem_files(path, session_id, ino, size, mtime_ns) VALUES (?,?,?,?,?) ON CONFLICT(path) DO UPDATE "
             "SET session_id=excluded.session_id, ino=excluded.ino, size=excluded.size, mtime_ns=excluded.mtime_ns",
-            (str(path), session_id, st.st_ino, st.st_size, st.st_mtime_ns),
+            (str(path), session_id, *stamp),
         )
         conn.execute("DELETE FROM mem_entries WHERE file = ?", (str(path),))
         conn.executemany(
