@@ -8,14 +8,16 @@ provider (see ``pbot_watch.service.hooks`` for the contracts).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pbot_watch.config import Settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
+
+if TYPE_CHECKING:  # annotations only: the index is opened when the first record is written
+    from pbot_watch.search.index import SearchIndex
 
 
 def build_extensions(context: ServiceContext) -> Extensions:
-    settings: Settings = context.settings
+    settings = context.settings
     extensions = Extensions()
 
     # Search: keep the derived index current as records are written, so a query right after an
@@ -38,7 +40,7 @@ class SearchListener:
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
-        self._index: Any = None
+        self._index: SearchIndex | None = None
 
     def __call__(self, record: Path, session_id: str) -> None:  # noqa: ARG002 - the listener's signature
         if self._index is None:

@@ -29,7 +29,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # annotations only: this module stays free of imports (``status`` is light)
+    from pbot_watch.config import Settings
 
 RecordListener = Callable[[Path, str], None]
 """``listener(record_path, session_id)`` after a record was written."""
@@ -62,7 +65,7 @@ class NoIdleWork:
 class ServiceContext:
     """What extensions get from the service when they are built."""
 
-    settings: Any  # pbot_watch.config.Settings; Any keeps this module free of imports
+    settings: Settings
     records_lock: threading.Lock = field(default_factory=threading.Lock)
 
 

@@ -13,7 +13,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from pbot_watch.history.jstext import utf16_len
 
@@ -34,7 +34,6 @@ class Summary:
     cost_usd: float = 0.0
 
 
-@runtime_checkable
 class Summarizer(Protocol):
     """Turns one node's input into a summary.
 

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pbot_watch.summarize.base import (
     Cancelled,
@@ -39,6 +39,10 @@ from pbot_watch.summarize.base import (
     summarize_in_parts,
 )
 from pbot_watch.summarize.prompts import Prompt, load_prompt
+
+if TYPE_CHECKING:  # annotations only: both are imported where a model is called
+    from litellm import ModelResponse
+    from tenacity import AsyncRetrying
 
 MAX_OUTPUT_TOKENS = 2048
 ATTEMPTS = 4
@@ -227,7 +231,7 @@ class LitellmSummarizer:
         except (module.AuthenticationError, module.PermissionDeniedError, module.NotFoundError) as error:
             raise ModelRefused(describe_error(error)) from error
 
-    async def _attempts(self, module: ModuleType, retrying: Any, content: str) -> Summary:
+    async def _attempts(self, module: ModuleType, retrying: AsyncRetrying, content: str) -> Summary:
         async for attempt in retrying:
             with attempt:
                 if self.meter is not None:
@@ -248,7 +252,7 @@ class LitellmSummarizer:
                 return self._read(module, response)
         raise SummaryFailed("no attempt made")  # pragma: no cover - tenacity always attempts once
 
-    def _read(self, module: ModuleType, response: Any) -> Summary:
+    def _read(self, module: ModuleType, response: ModelResponse) -> Summary:
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
