@@ -4,11 +4,12 @@ litellm is imported on first use (it takes seconds and reads a cost map; ``statu
 and ``read`` must stay fast), after ``LITELLM_LOCAL_MODEL_COST_MAP`` is set so that it never
 fetches that map from the network.
 
-Why the event loop thread: a person typing again must stop the call in flight at once. The
-request runs as an asyncio task on a private loop thread; ``summarize`` waits on it and
-cancels the task when ``cancel`` is set, which closes the HTTP connection (the provider sees
-the client go away and stops generating). One long-lived loop, not ``asyncio.run`` per call,
-because litellm caches its async HTTP clients and they must not outlive their loop.
+Why an event loop: a person typing again must stop the call in flight at once. The request
+runs as a task in anyio's blocking portal (an asyncio loop on a daemon thread); ``summarize``
+waits on it and cancels the task when ``cancel`` is set, which closes the HTTP connection (the
+provider sees the client go away and stops generating). One long-lived portal, not
+``asyncio.run`` per call, because litellm caches its async HTTP clients and they must not
+outlive their loop.
 
 Retries: transient failures (timeouts, 429, 5xx, connection errors) are retried here with
 tenacity, with backoff; litellm's and the OpenAI SDK's own hidden retries are turned off
@@ -18,15 +19,17 @@ bad-request errors fail at once. An empty answer, or one cut by the output limit
 
 from __future__ import annotations
 
-import asyncio
+import atexit
 import concurrent.futures
-import contextlib
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from pbot_watch.summarize.base import (
     Cancelled,
@@ -100,48 +103,44 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(status, int) and status >= 500
 
 
-class _LoopThread:
-    """A private asyncio loop in a daemon thread, so calls can be cancelled from outside.
+_PORTAL: BlockingPortal | None = None
+_PORTAL_LOCK = threading.Lock()
 
-    One per process, never closed: litellm caches its async HTTP clients across calls, and a
-    client bound to a loop that was closed would hang or fail the next call.
+
+def _portal() -> BlockingPortal:
+    """The process's one portal, started on first use and kept until exit.
+
+    Kept across calls: litellm caches its async HTTP clients, and a client bound to a loop that
+    was closed would hang or fail the next call. Stopped at exit, while its daemon thread still
+    runs: left to the interpreter's final cleanup, stopping it would wait on a thread that no
+    longer runs.
     """
+    global _PORTAL  # noqa: PLW0603 - one portal per process, see above
+    with _PORTAL_LOCK:
+        if _PORTAL is None:
+            running = start_blocking_portal(name="pbot-watch-model")
+            _PORTAL = running.__enter__()
+            atexit.register(_stop_portal, running)
+        return _PORTAL
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="pbot-watch-model", daemon=True)
-        self.thread.start()
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+def _stop_portal(running: AbstractContextManager[BlockingPortal]) -> None:
+    # An exception on the way out makes the portal cancel its remaining tasks, not wait for them.
+    running.__exit__(Cancelled, Cancelled(), None)
 
-    def run(self, coroutine: Coroutine[Any, Any, T], cancel: threading.Event) -> T:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        while True:
-            try:
-                return future.result(CANCEL_POLL_SECONDS)
-            except concurrent.futures.TimeoutError:
-                if cancel.is_set():
-                    future.cancel()
-                    # Let the task unwind so the connection is closed before we report.
-                    with contextlib.suppress(concurrent.futures.CancelledError, Exception):
-                        future.result(5)
-                    raise Cancelled from None
-            except concurrent.futures.CancelledError:
+
+def _run(call: Callable[[], Awaitable[T]], cancel: threading.Event) -> T:
+    """Await ``call()`` in the portal; cancel it (closing its connection) as soon as ``cancel`` is set."""
+    future = _portal().start_task_soon(call)
+    while True:
+        try:
+            return future.result(CANCEL_POLL_SECONDS)
+        except concurrent.futures.TimeoutError:
+            if cancel.is_set():
+                future.cancel()
                 raise Cancelled from None
-
-
-_LOOP: _LoopThread | None = None
-_LOOP_LOCK = threading.Lock()
-
-
-def _shared_loop() -> _LoopThread:
-    global _LOOP  # noqa: PLW0603 - one loop per process, see _LoopThread
-    with _LOOP_LOCK:
-        if _LOOP is None:
-            _LOOP = _LoopThread()
-        return _LOOP
+        except concurrent.futures.CancelledError:
+            raise Cancelled from None
 
 
 @dataclass
@@ -189,12 +188,11 @@ class LitellmSummarizer:
         if cancel.is_set():
             raise Cancelled
         self._check_credentials(litellm())  # imported on the caller's thread, before the loop uses it
-        loop = _shared_loop()
 
         def ask(content: str) -> Summary:
             if cancel.is_set():
                 raise Cancelled
-            return loop.run(self._ask(content), cancel)
+            return _run(lambda: self._ask(content), cancel)
 
         return summarize_in_parts(text, self.budget, ask, self.model)
 
@@ -272,4 +270,4 @@ class LitellmSummarizer:
         return Summary(text, model, input_tokens, output_tokens, calls=1, cost_usd=cost)
 
     def close(self) -> None:
-        """Nothing to release: calls end with ``summarize``; the shared loop lives with the process."""
+        """Nothing to release: calls end with ``summarize``; the shared portal lives with the process."""
