@@ -53,7 +53,7 @@ class IdleClock:
         if self.running and not self._cancel.is_set():
             self._cancel.set()
             self.cancelled += 1
-            log.info("idle work cancelled", worker=self.worker.name, reason="append seen")
+            log.info("idle_work_cancelled", worker=self.worker.name, reason="append seen")
 
     def tick(self, now: float) -> None:
         if self._armed and not self.running and self.idle(now):
@@ -70,7 +70,7 @@ class IdleClock:
             self.worker.run(cancel)
         except Exception as error:  # the worker's failure is reported, the service goes on
             self.last_error = f"{self.worker.name}: {error!r}"
-            log.exception("idle worker failed", worker=self.worker.name)
+            log.exception("idle_worker_failed", worker=self.worker.name)
             if self.on_error is not None:
                 self.on_error(f"idle worker {self.worker.name} failed: {error!r}")
 

@@ -74,7 +74,7 @@ class Server:
         self.reporter = StatusReporter(
             self, settings.state_dir, settings.archive, self.extensions.status_providers
         )
-        self.idle = IdleClock(self.extensions.idle_worker, settings.idle_seconds, self.record_error)
+        self.idle = IdleClock(self.extensions.idle_worker, settings.idle_seconds, self.reporter.error)
         self.state: StateStore | None = None
         self.tailer: Tailer | None = None
         self.watcher: Watcher | None = None
@@ -142,7 +142,7 @@ class Server:
                 self.state,
                 settings.max_sessions_in_memory,
                 self.extensions.listeners,
-                self.record_error,
+                self.reporter.error,
             )
             self.watcher = Watcher(settings.sessions, self.changes, settings.poll, settings.poll_seconds)
             self.watcher.start()
@@ -150,7 +150,7 @@ class Server:
             self.lock.release()
             raise
         log.info(
-            "service started",
+            "service_started",
             pid=os.getpid(),
             version=__version__,
             roots=[str(r) for r in settings.sessions],
@@ -170,7 +170,9 @@ class Server:
         self._catching_up = set(todo)
         self.last_reconcile = time.time()
         self._next_reconcile = now + settings.reconcile_seconds
-        log.info("start scan", files=len(self._snapshot), to_read=len(todo), known=len(self.tailer.known))
+        log.info(
+            "start_scan_finished", files=len(self._snapshot), to_read=len(todo), known=len(self.tailer.known)
+        )
         self.activity = "busy" if todo else "idle"
 
     def _excluded(self, workspace: str) -> bool:
@@ -260,7 +262,7 @@ class Server:
         self.schedule.finished(paths, report.failed, now)
         for warning in report.warnings:
             if self.reporter.warn(warning):
-                log.warning("warning", message=warning)
+                log.warning("session_warning", message=warning)
         if report.changed_state:
             self.reporter.changed()
 
@@ -270,7 +272,7 @@ class Server:
         release_free_memory()
         counters = self.tailer.counters
         log.info(
-            "caught up",
+            "caught_up",
             files=len(self.tailer.known),
             sessions=self.tailer.sessions,
             records_written=counters.records_written,
@@ -291,7 +293,7 @@ class Server:
         self.last_reconcile = time.time()
         self._next_reconcile = now + self.settings.reconcile_seconds
         log.info(
-            "reconcile",
+            "reconcile_finished",
             files=len(snapshot),
             created=len(changes.created),
             modified=len(changes.modified),
@@ -299,17 +301,15 @@ class Server:
             seconds=round(now - started, 3),
         )
 
-    def record_error(self, message: str) -> None:
-        log.error("error", message=message)
-        self.reporter.error(message)
-
     # ---- shutdown ----------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop within a second or two: cancel idle work, stop the observer, final status, unlock."""
         self.activity = "stopping"
-        log.info("stopping", pending=self.schedule.pending)
+        log.info("service_stopping", pending=self.schedule.pending)
         if not self.idle.stop(SHUTDOWN_SECONDS):
-            log.warning("idle worker did not stop in time; abandoning it", worker=self.idle.worker.name)
+            log.warning(
+                "idle_worker_abandoned", worker=self.idle.worker.name, waited_seconds=SHUTDOWN_SECONDS
+            )
         if self.watcher is not None:
             self.watcher.stop(SHUTDOWN_SECONDS)
         self.reporter.stop_heartbeat(SHUTDOWN_SECONDS)
@@ -317,4 +317,4 @@ class Server:
         if self.state is not None:
             self.state.close()
         self.lock.release()
-        log.info("service stopped")
+        log.info("service_stopped")

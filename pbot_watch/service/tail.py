@@ -218,6 +218,7 @@ class Tailer:
             if error is not None:
                 # Keep the old cursors and forget the parsed state: the retry re-reads from 0.
                 message = f"cannot write the record of session {session_id}: {error}"
+                log.error("record_write_failed", session=session_id, error=str(error))
                 for path in [result.path, *siblings]:
                     report.failed[path] = message
                     self.indexer.forget(path)
@@ -227,7 +228,7 @@ class Tailer:
                 continue
             report.warnings.extend(saved.warnings)
             log.debug(
-                "session indexed",
+                "session_indexed",
                 session=session_id,
                 path=str(result.path),
                 outcome=saved.outcome,
@@ -265,12 +266,13 @@ class Tailer:
         if result.outcome == "unreadable":
             # A permission or I/O error: retried later with backoff, from 0.
             report.failed[path] = "; ".join(result.warnings) or f"cannot read {path}"
+            log.error("session_read_failed", path=str(path), error=report.failed[path])
             self.indexer.forget(path)
             if self.on_error:
                 self.on_error(report.failed[path])
             return None
         if result.malformed:
-            log.debug("malformed lines", path=str(path), count=result.malformed)
+            log.debug("malformed_lines_skipped", path=str(path), count=result.malformed)
         self._recent[path] = None
         self._recent.move_to_end(path)
         return result
@@ -292,7 +294,7 @@ class Tailer:
             try:
                 listener(record, session_id)
             except Exception as error:  # a listener's bug must not stop indexing
-                log.exception("record listener failed", listener=repr(listener), record=str(record))
+                log.exception("record_listener_failed", listener=repr(listener), record=str(record))
                 if self.on_error:
                     self.on_error(f"record listener {listener!r} failed on {record}: {error!r}")
 

@@ -142,11 +142,14 @@ class Watcher:
             raise
         self.info = ObserverInfo(kind=observer_kind(observer), reason=self._poll_reason)
         log.info(
-            "watching", observer=self.info.kind, reason=self.info.reason, roots=[str(r) for r in self.watches]
+            "observer_started",
+            observer=self.info.kind,
+            reason=self.info.reason,
+            roots=[str(r) for r in self.watches],
         )
 
     def _fall_back(self, reason: str) -> None:
-        log.warning("falling back to polling", reason=reason)
+        log.warning("fell_back_to_polling", reason=reason)
         self.stop()
         self.watches = {}
         self._polling = True
@@ -188,21 +191,21 @@ class Watcher:
                     observer.unschedule(watch)
                 del self.watches[root]
                 if not exists:
-                    log.info("session root vanished", root=str(root))
+                    log.info("root_vanished", root=str(root))
                     vanished.append(root)
                     continue
-                log.info("watching root again", root=str(root), reason="its watch stopped")
+                log.info("root_rewatched", root=str(root), reason="its watch stopped")
             if not exists:
                 continue
             try:
                 self.watches[root] = observer.schedule(self.handler, str(root), recursive=True)
             except OSError as error:
                 if self._polling or error.errno not in _LIMIT_ERRNOS:
-                    log.warning("cannot watch root yet", root=str(root), error=str(error))
+                    log.warning("root_watch_failed", root=str(root), error=str(error))
                     continue
                 self._fall_back(f"inotify limit reached watching {root}: {_describe(error)}")
                 return list(self.watches), vanished
-            log.info("watching session root", root=str(root))
+            log.info("root_watched", root=str(root))
             appeared.append(root)
         return appeared, vanished
 

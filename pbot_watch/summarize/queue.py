@@ -249,7 +249,7 @@ class SummaryQueue:
                 return "stop"
             except LimitReached as limit:
                 report.stop, report.reason = "limit", str(limit)
-                log.info("summary_limit", reason=str(limit))
+                log.info("summary_limit_reached", reason=str(limit))
                 return "stop"
             except Exception as error:  # noqa: BLE001 - any failure keeps the node pending, counted
                 message = (

@@ -215,7 +215,7 @@ class SummaryWorker:
             ),
         )
         log.info(
-            "summary_run",
+            "summary_run_finished",
             stop=report.stop,
             reason=report.reason,
             summarized=report.summarized,

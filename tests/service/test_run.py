@@ -6,7 +6,9 @@ same files writes (the records of deleted files excepted: they are kept).
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -445,3 +447,20 @@ class TestLifecycle:
         assert result.returncode == 1
         assert "Traceback" not in result.stderr
         assert "deleting state.sqlite3 there is safe" in result.stderr
+
+
+class TestLogs:
+    def test_events_are_named_in_snake_case(self, roots: tuple[Path, Path, Expect]) -> None:
+        """Each JSON log line of the service names its event in snake_case, a failure included."""
+        sessions, archive, expect = roots
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            archive.rename(archive.with_name("archive-aside"))
+            archive.write_text("a file where the archive folder should be")
+            append(sessions / "--proj-a--" / "06-branching.jsonl", b"".join(lines_of(PLAIN)[1:]))
+            service.wait_status(lambda s: bool(s.errors), "the write error")
+            assert service.stop() == 0
+        lines = [json.loads(line) for line in service.log.read_text().splitlines()]
+        events = [line["event"] for line in lines if line.get("logger", "").startswith("pbot_watch")]
+        assert [] == [event for event in events if not re.fullmatch(r"[a-z]+(_[a-z]+)*", event)]
+        assert {"service_started", "caught_up", "record_write_failed", "service_stopped"} <= set(events)
