@@ -13,10 +13,6 @@ import pytest
 if TYPE_CHECKING:
     from tests.e2e.pi_install import PiInstall
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures" / "pi-sessions"
-
 # Captured when pytest imports this file, before the autouse fixture below points HOME and XDG_*
 # at a temporary folder per test: caches that outlive a run (the npm installs) must be the real ones.
 REAL_ENV = dict(os.environ)
@@ -47,14 +43,6 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
         if var.startswith("PBOT_WATCH_"):
             monkeypatch.delenv(var)
     return home
-
-
-def fixture_files(*groups: str) -> list[Path]:
-    """Real Pi-written session files from shared/."""
-    out: list[Path] = []
-    for group in groups:
-        out.extend(sorted((FIXTURES / group).glob("*.jsonl")))
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Tool
 
 from pbot_watch.tools.text import HISTORY_NOTE, MEMORY_NOTE
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
 REPO = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import SHARED
 from tests.e2e.pi_install import PiInstall
+from tests.support.paths import SHARED
 
 SEED = SHARED / "seeds" / "personal-bot-0.2.3-history.diff.txt"
 DRIVER = Path(__file__).with_name("oracle_driver.mjs")

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import Indexer, index_all
-from tests.conftest import FIXTURES
 from tests.core.sessions import SessionBuilder
+from tests.support.paths import FIXTURES
 
 
 def session(root: Path, name: str, builder: SessionBuilder) -> Path:

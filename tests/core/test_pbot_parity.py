@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from pbot_watch.history.nodes import index_history
 from pbot_watch.history.project import SessionFile
-from tests.conftest import FIXTURES
 from tests.core.pbot_oracle import Oracle
 from tests.core.sessions import SessionBuilder, has_cycle, session_builders
 from tests.e2e.pi_install import PiInstall
+from tests.support.paths import FIXTURES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import runpy
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 
 def test_cues_bench_reports_its_figures() -> None:

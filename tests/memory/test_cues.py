@@ -25,8 +25,8 @@ from pbot_watch.memory.query import recall, search_memory
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import CueState
-from tests.conftest import FIXTURES
 from tests.memory.work import SESSION, Work, cues_of
+from tests.support.paths import FIXTURES
 
 
 def stages(state: CueState) -> dict[str, str]:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from pbot_watch.cli import main
 from pbot_watch.search.models import CueLine, CueState
-from tests.conftest import FIXTURES, REPO
 from tests.memory.work import Work, budget_session, cues_of
+from tests.support.paths import FIXTURES, REPO
 
 DOC = (REPO / "docs" / "pi.md").read_text(encoding="utf-8")
 CUES_DOC = DOC[DOC.index("## Memory cues") :]

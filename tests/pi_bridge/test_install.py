@@ -19,8 +19,8 @@ import pytest
 from pbot_watch import __version__
 from pbot_watch.pi_bridge.install import CONFIG_NAME, PACKAGE_FILES
 from pbot_watch.pi_bridge.protocol import BridgeConfig
-from tests.conftest import REPO
 from tests.e2e.pi_install import PiInstall
+from tests.support.paths import REPO
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
 PACKAGE_SOURCE = REPO / "pbot_watch" / "pi_package"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO, SHARED
+from tests.support.paths import REPO, SHARED
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

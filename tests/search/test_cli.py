@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
 from tests.search.sessions import SessionWriter
+from tests.support.paths import FIXTURES
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

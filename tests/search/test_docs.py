@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from pbot_watch.cli import main
 from pbot_watch.search import models
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 DOC = (REPO / "docs" / "search.md").read_text(encoding="utf-8")
 SHAPES = [

@@ -13,8 +13,8 @@ from pbot_watch.memory.index import refresh_memory
 from pbot_watch.memory.query import UnknownEntry, recall, search_memory
 from pbot_watch.search.errors import BadCursor, BadRange, UnknownHandle
 from pbot_watch.search.index import SearchIndex
-from tests.conftest import FIXTURES
 from tests.search.sessions import SessionWriter
+from tests.support.paths import FIXTURES
 
 BIG = "\n".join(f"row {i} of the long listing" for i in range(1, 3001)) + "\n"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
 from tests.service.watcher import Expect, ServiceProcess, append, append_split, lines_of, records
+from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)
 

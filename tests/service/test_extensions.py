@@ -6,8 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.conftest import FIXTURES
 from tests.service.watcher import ServiceProcess, append, lines_of, wait_for
+from tests.support.paths import FIXTURES
 
 PLAIN = FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
 from tests.service.watcher import append, lines_of, one_shot, records, wait_for
+from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(60)
 

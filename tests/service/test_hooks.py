@@ -16,9 +16,9 @@ from pbot_watch.config import load_settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 from pbot_watch.service.run import Server
 from pbot_watch.service.status import read_status
-from tests.conftest import FIXTURES
 from tests.service.test_idle import Blocking
 from tests.service.watcher import append, lines_of, wait_for
+from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
 from tests.service.watcher import (
     Expect,
     ServiceProcess,
@@ -29,6 +28,7 @@ from tests.service.watcher import (
     wait_for,
     with_session_id,
 )
+from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(90)
 

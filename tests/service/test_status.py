@@ -14,8 +14,8 @@ import pytest
 
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.status import Status, assess, iso, read_status, write_status
-from tests.conftest import FIXTURES
 from tests.service.watcher import ServiceProcess
+from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,20 +1,12 @@
-"""Fixtures for summary tests: a real OpenAI-compatible server and indexed archives."""
+"""Fixtures for summary tests: a real OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pbot_watch.archive.files import ArchiveStore
-from pbot_watch.config import Settings
-from pbot_watch.indexer import index_all
 from tests.support.openai_server import OpenAIServer
-
-MODEL = "openai/fake-summarizer"
 
 
 @pytest.fixture
@@ -23,36 +15,3 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     with OpenAIServer() as running:
         yield running
-
-
-def settings_for(tmp_path: Path, server: OpenAIServer | None = None, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "sessions": [tmp_path / "sessions"],
-        "archive": tmp_path / "archive",
-        "state_dir": tmp_path / "state",
-        "summary_retry_seconds": 0.05,
-        "request_timeout": 5,
-    }
-    if server is not None:
-        values.update(model=MODEL, api_base=server.base_url)
-    values.update(overrides)
-    return Settings.model_validate(values)
-
-
-def index(settings: Settings) -> ArchiveStore:
-    store = ArchiveStore(central=settings.archive)
-    index_all(settings.sessions, store)
-    return store
-
-
-def records(folder: Path) -> dict[str, dict[str, Any]]:
-    """Records by session id."""
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
-        out[record["sessionId"]] = record
-    return out
-
-
-def summaries(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {n["id"]: n for n in record["nodes"] if n["kind"] == "summary"}

@@ -12,8 +12,8 @@ from pbot_watch.summarize.base import Cancelled, EmptySummary, LimitReached, Mod
 from pbot_watch.summarize.litellm_model import LitellmSummarizer
 from pbot_watch.summarize.prompts import load_prompt
 from pbot_watch.summarize.store import Limits, Meter, SummaryStore
-from tests.summarize.conftest import MODEL
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.summaries import MODEL
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 
 from pbot_watch.summarize.base import node_input
 from tests.service.watcher import ServiceProcess, wait_for
-from tests.summarize.conftest import MODEL, records, summaries
 from tests.summarize.history_gen import PiSession
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.summaries import MODEL, records, summaries
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.summarize.conftest import MODEL, records, summaries
 from tests.summarize.history_gen import PiSession
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.summaries import MODEL, records, summaries
 
 pytestmark = pytest.mark.timeout(60)
 
