@@ -24,6 +24,13 @@ if os.environ.get("PATH", "").split(os.pathsep)[0] != _SCRIPTS:
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """An end-to-end test is a slow one: ``-m "not slow"`` (the quick loop) leaves the real Pi out."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point every per-user location at a temporary folder, so no test touches real state."""

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 class TestIndexThroughputBench:

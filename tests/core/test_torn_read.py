@@ -15,6 +15,8 @@ from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import Indexer
 from tests.core.sessions import SessionBuilder
 
+pytestmark = pytest.mark.slow
+
 READER = textwrap.dedent(
     """
     import json, sys

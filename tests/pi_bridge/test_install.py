@@ -162,6 +162,7 @@ class TestMissingPi:
         assert f"--pi {tmp_path / 'nothing'}: not an executable file" in done.stderr
 
 
+@pytest.mark.slow
 class TestRealPi:
     def test_install_registers_the_folder_with_pi(self, real_pi: World) -> None:
         """Pi's user settings name the package folder, which holds the package and the config."""

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import REPO, SHARED
+
+pytestmark = pytest.mark.slow
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

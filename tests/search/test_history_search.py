@@ -269,6 +269,7 @@ ALPHABET = "abcAB 北京東京서울😀ΣσςİiÇç.+\n"
     texts=st.lists(st.text(alphabet=ALPHABET, min_size=0, max_size=30), min_size=1, max_size=9),
     query=st.text(alphabet=ALPHABET, min_size=0, max_size=4),
 )
+@pytest.mark.slow
 def test_literal_matches_pbot_on_random_archives(
     tmp_path_factory: pytest.TempPathFactory, texts: list[str], query: str
 ) -> None:

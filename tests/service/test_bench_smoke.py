@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_watch_latency_smoke() -> None:

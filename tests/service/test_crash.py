@@ -13,7 +13,7 @@ import pytest
 from tests.service.watcher import Expect, ServiceProcess, append, append_split, lines_of, records
 from tests.support.paths import FIXTURES
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 SOURCES = [
     "03-tour-kitchen-sink.jsonl",

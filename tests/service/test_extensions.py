@@ -6,8 +6,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.service.watcher import ServiceProcess, append, lines_of, wait_for
 from tests.support.paths import FIXTURES
+
+pytestmark = pytest.mark.slow
 
 PLAIN = FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"
 

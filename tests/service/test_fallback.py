@@ -25,7 +25,7 @@ import pytest
 from tests.service.watcher import append, lines_of, one_shot, records, wait_for
 from tests.support.paths import FIXTURES
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 NOBODY = 65534
 SYSTEM_PYTHON = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")

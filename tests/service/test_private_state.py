@@ -60,6 +60,7 @@ class TestPrivateState:
         assert {"search.db", "summaries.db"} <= set(found)
         assert dict.fromkeys(found, 384) == found
 
+    @pytest.mark.slow
     def test_service_keeps_the_state_private(self, tmp_path: Path, umask_022: None) -> None:
         """A running service under umask 022: every database, -wal and -shm file is 0600."""
         sessions = tmp_path / "sessions"

@@ -30,7 +30,7 @@ from tests.service.watcher import (
 )
 from tests.support.paths import FIXTURES
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 PLAIN = FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"
 TOOLS = FIXTURES / "real-v3" / "02-tool-calls.jsonl"

@@ -41,6 +41,7 @@ def fake_status(pid: int, age: float) -> Status:
 
 
 class TestStatusCommand:
+    @pytest.mark.slow
     def test_running_service(self, tmp_path: Path) -> None:
         """While the service runs: exit 0, and the JSON has every documented field."""
         sessions = tmp_path / "sessions" / "--p--"

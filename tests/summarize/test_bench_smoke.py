@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_tiny_run_reports_the_ratio() -> None:

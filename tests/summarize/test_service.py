@@ -13,7 +13,7 @@ from tests.summarize.history_gen import PiSession
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.summaries import MODEL, records, summaries
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 @pytest.fixture

@@ -50,6 +50,7 @@ class TestSummarizeCommand:
         assert {n["summarizer"] for n in nodes.values()} == {"offline/1"}
         assert "litellm" not in result.stderr
 
+    @pytest.mark.slow
     def test_model_from_flags_and_environment(self, history: Path, server: OpenAIServer) -> None:
         """--model/--api-base pick the model and --limit stops after N nodes; PBOT_WATCH_MODEL works too."""
         where = ("--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
@@ -64,6 +65,7 @@ class TestSummarizeCommand:
         assert "0 pending; nothing left to do" in rest.stdout
         assert len(server.chat_requests) == 2
 
+    @pytest.mark.slow
     def test_auth_error_is_reported(self, history: Path, server: OpenAIServer) -> None:
         """A refused key fails the nodes (not retried) and the error is shown."""
         server.default = Reply.unauthorized()
@@ -84,6 +86,7 @@ class TestSummarizeCommand:
         assert "AuthenticationError: OpenAIException - Incorrect API key provided" in result.stdout
         assert len(server.chat_requests) == 1
 
+    @pytest.mark.slow
     def test_ctrl_c_cancels_the_call_and_stops(self, history: Path, server: OpenAIServer) -> None:
         """SIGINT aborts the request in flight (the server sees it) and exits 130, nothing written."""
         server.default = Reply.hanging()
