@@ -39,6 +39,26 @@ class TestBenchmarks:
         assert "literal  en common" in result.stdout
         assert "speed-up over the scan" in result.stdout.splitlines()[-1]
 
+    def test_index_build_smoke(self, tmp_path: Path) -> None:
+        """index_build generates a corpus, writes its records and times both index builds."""
+        result = run(
+            "bench/index_build.py",
+            "--sessions",
+            "6",
+            "--size-mb",
+            "1",
+            "--workspaces",
+            "2",
+            "--out",
+            str(tmp_path / "corpus"),
+            "--json",
+        )
+        assert 0 == result.returncode, result.stderr
+        figures = json.loads(result.stdout)
+        assert 6 == figures["corpus"]["session files"]
+        assert figures["history index build (first search)"]["index MB"] > 0
+        assert "index MB added" in figures["memory index build (first memory search)"]
+
     def test_locomo_recall_smoke(self, tmp_path: Path) -> None:
         """locomo_recall converts, indexes with pbot-watch, scores, and ends with the recall line."""
         data = json.loads((SHARED / "data" / "locomo" / "locomo-dev.json").read_text(encoding="utf-8"))[:1]
