@@ -26,7 +26,7 @@ from pbot_watch.search.index import SearchIndex, storable
 from pbot_watch.search.tokens import document
 from pbot_watch.sources import iter_session_files
 
-MEMORY_SCHEMA_VERSION = 2
+MEMORY_SCHEMA_VERSION = 3
 """Bump when a memory table or its tokenisation changes: raw memory is then rebuilt, never migrated."""
 
 CHUNK_LINES = 16

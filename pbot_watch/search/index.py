@@ -39,7 +39,7 @@ from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"

@@ -11,48 +11,78 @@ FTS5 a document that is already a space-separated list of tokens:
 - other words are lower-cased, and identifiers also give their parts
   (``parseHTTPResponse`` -> ``parsehttpresponse parse http response``, ``max_len`` -> ``max len``).
 
+A token character is one ``unicode61`` keeps as well: a token made only of characters it
+treats as separators (a Kangxi radical, say) could never be found, so such characters separate
+words here too (see ``unicode_classes.py``).
+
 The same functions tokenise queries, so "the tokenizer finds what it indexed" holds by
 construction (and is property-tested). Pure: no I/O, no SQLite.
+
+Speed matters: every exchange and every line of tool output goes through ``document`` when an
+index is built. So the text is cut into runs of token characters by one compiled regex (in C),
+and a run's tokens are computed once and remembered: words repeat (Zipf), so most runs of a
+large text are dictionary hits, and the per-character rule runs only on new words.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-import unicodedata
-from collections.abc import Iterator
+from itertools import chain
+from typing import NamedTuple
 
-# Scripts written without spaces between words (plus Hangul, whose words are short).
-_CJK_RANGES = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x2E80, 0x2FDF),  # CJK radicals
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3100, 0x312F),  # Bopomofo
-    (0x3130, 0x318F),  # Hangul compatibility Jamo
-    (0x31A0, 0x31FF),  # Bopomofo ext, Katakana ext
-    (0x3400, 0x4DBF),  # CJK ext A
-    (0x4E00, 0x9FFF),  # CJK unified
-    (0xA960, 0xA97F),  # Hangul Jamo ext A
-    (0xAC00, 0xD7AF),  # Hangul syllables
-    (0xD7B0, 0xD7FF),  # Hangul Jamo ext B
-    (0xF900, 0xFAFF),  # CJK compatibility
-    (0xFF66, 0xFF9F),  # half-width Katakana
-    (0x20000, 0x3134F),  # CJK ext B..G
+from pbot_watch.search.unicode_classes import (
+    UNICODE61_MARK_LETTERS,
+    Ranges,
+    char_class,
+    cjk_word_ranges,
+    classes,
 )
 
 
-def is_cjk(ch: str) -> bool:
-    """True for a character of a script that does not separate words with spaces."""
-    code = ord(ch)
-    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+def _split_planes(ranges: Ranges) -> tuple[Ranges, Ranges]:
+    """The ranges below U+10000, and those above."""
+    bmp = tuple((lo, min(hi, 0xFFFF)) for lo, hi in ranges if lo <= 0xFFFF)
+    astral = tuple((max(lo, 0x10000), hi) for lo, hi in ranges if hi > 0xFFFF)
+    return bmp, astral
 
 
-# A word character for the non-CJK side: letters, digits and combining marks (so "café" or
-# Devanagari words stay whole); underscore and everything else separate words.
-def _is_word_char(ch: str) -> bool:
-    if ch == "_":
-        return False
-    return ch.isalnum() or unicodedata.category(ch).startswith("M")
+class _Patterns(NamedTuple):
+    run: re.Pattern[str]
+    run_bmp: re.Pattern[str]
+    astral_extra: re.Pattern[str]
 
+
+@functools.cache
+def _patterns() -> _Patterns:
+    r"""The run regexes, compiled on first use (a few ms: commands that never tokenise skip it).
+
+    A token character is ``\w`` (``str.isalnum`` plus ``_``, and ``_`` is replaced by a space
+    first: it separates ``max_len``), a combining mark, or a CJK word character; CJK letters are
+    ``\w`` already, so only the blocks' unassigned code points are added.
+    """
+    unicode = classes()
+    extra = tuple(sorted(unicode.marks + unicode.cjk_unassigned))
+    bmp, astral = _split_planes(extra)
+    return _Patterns(
+        run=re.compile(f"[\\w{char_class(extra)}]+"),
+        # The same without the extra characters above U+FFFF, which ``re`` tests one range at a
+        # time for every character (three times slower): exact for any text without them.
+        run_bmp=re.compile(f"[\\w{char_class(bmp)}]+"),
+        astral_extra=re.compile(f"[{char_class(astral)}]"),
+    )
+
+
+@functools.cache
+def _cjk_run() -> re.Pattern[str]:
+    """A run of CJK word characters (captured, for ``split``); compiled on first use."""
+    return re.compile(f"([{char_class(cjk_word_ranges())}]+)")
+
+
+_ASTRAL = re.compile("[\\U00010000-\\U0010ffff]")
+# A word is a word only with a letter or digit unicode61 keeps: marks alone fold away
+# (remove_diacritics), and UNICODE61_MARK_LETTERS are separators to it.
+_ALNUM = re.compile(r"[^\W_]")
 
 # camelCase / PascalCase / ACRONYMWord / digit boundaries inside one word.
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+", re.UNICODE)
@@ -60,60 +90,89 @@ _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+", r
 MAX_TOKEN_CHARS = 64
 """Longer runs (hashes, base64) are cut: nobody types them whole, and they bloat the index."""
 
-
-def _runs(text: str) -> Iterator[tuple[bool, str]]:
-    """Split ``text`` into (is_cjk, run) pairs of word characters; everything else separates."""
-    kind: bool | None = None
-    start = 0
-    for i, ch in enumerate(text):
-        if is_cjk(ch):
-            here: bool | None = True
-        elif _is_word_char(ch):
-            here = False
-        else:
-            here = None
-        if here != kind:
-            if kind is not None:
-                yield kind, text[start:i]
-            kind, start = here, i
-    if kind is not None:
-        yield kind, text[start:]
+RUN_CACHE_SIZE = 200_000
+"""Distinct runs remembered before the memory is cleared (a few tens of MB at most)."""
 
 
-def _word_tokens(word: str) -> Iterator[str]:
-    if not any(ch.isalnum() for ch in word):
-        # Only combining marks: FTS5's unicode61 folds them away (remove_diacritics), so such a
-        # token could never be matched; it is not a word.
-        return
+def is_cjk(ch: str) -> bool:
+    """True for a word character of a script that does not separate words with spaces."""
+    return _cjk_run().fullmatch(ch) is not None
+
+
+def _word_tokens(word: str) -> list[str]:
+    if all(ord(m[0]) in UNICODE61_MARK_LETTERS for m in _ALNUM.finditer(word)):
+        return []
     whole = word.lower()[:MAX_TOKEN_CHARS]
-    yield whole
+    out = [whole]
     parts = _PARTS.findall(word)
     if len(parts) > 1:
         for part in parts:
             low = part.lower()[:MAX_TOKEN_CHARS]
             if low != whole:
-                yield low
-
-
-def _cjk_tokens(run: str) -> Iterator[str]:
-    for i, ch in enumerate(run):
-        yield ch
-        if i + 1 < len(run):
-            yield run[i : i + 2]
-
-
-def tokens(text: str) -> list[str]:
-    """Every token of ``text``, in order, with repetitions (BM25 counts them)."""
-    out: list[str] = []
-    # Identifier parts come from the original case, so split before lower-casing.
-    for cjk, run in _runs(text):
-        out.extend(_cjk_tokens(run) if cjk else _word_tokens(run))
+                out.append(low)
     return out
+
+
+def _cjk_tokens(run: str) -> list[str]:
+    """Every character and every neighbouring pair, in order: a, ab, b, bc, c."""
+    pairs = map(str.__add__, run, run[1:])
+    return [*chain.from_iterable(zip(run, pairs, strict=False)), run[-1]]
+
+
+def _subruns(run: str) -> list[tuple[bool, str]]:
+    """A run cut where the script changes: (is_cjk, piece) pairs, in order."""
+    if run.isascii():
+        return [(False, run)]
+    cjk_run = _cjk_run()
+    if cjk_run.search(run) is None:
+        return [(False, run)]
+    pieces = cjk_run.split(run)
+    # split alternates: non-CJK, CJK, non-CJK, ...; empty pieces are where a run starts or ends.
+    return [(i % 2 == 1, piece) for i, piece in enumerate(pieces) if piece]
+
+
+def _run_tokens(run: str) -> list[str]:
+    out: list[str] = []
+    for cjk, piece in _subruns(run):
+        out.extend(_cjk_tokens(piece) if cjk else _word_tokens(piece))
+    return out
+
+
+class _RunDocuments(dict[str, str]):
+    """Run -> its tokens joined by spaces, computed on first sight (``__missing__``)."""
+
+    def __missing__(self, run: str) -> str:
+        if len(self) >= RUN_CACHE_SIZE:
+            self.clear()
+        doc = self[run] = " ".join(_run_tokens(run))
+        return doc
+
+
+_DOCUMENTS = _RunDocuments()
+
+
+def _runs(text: str) -> list[str]:
+    """The runs of token characters of ``text``, in order."""
+    if "_" in text:
+        text = text.replace("_", " ")
+    patterns = _patterns()
+    pattern = patterns.run_bmp
+    if not text.isascii():
+        astral = "".join(_ASTRAL.findall(text))
+        if astral and patterns.astral_extra.search(astral):
+            pattern = patterns.run
+    return pattern.findall(text)
 
 
 def document(text: str) -> str:
     """The text FTS5 indexes for ``text``: its tokens separated by spaces."""
-    return " ".join(tokens(text))
+    return " ".join(filter(None, map(_DOCUMENTS.__getitem__, _runs(text))))
+
+
+def tokens(text: str) -> list[str]:
+    """Every token of ``text``, in order, with repetitions (BM25 counts them)."""
+    doc = document(text)
+    return doc.split(" ") if doc else []
 
 
 # Function words that carry no meaning in a ``terms`` query. Dropped from queries only (never
@@ -201,13 +260,14 @@ def _query_tokens(text: str) -> list[str]:
     longer word match nearly everything and would only slow BM25 down and blur its ranking.
     """
     out: list[str] = []
-    for cjk, run in _runs(text):
-        if cjk and len(run) > 1:
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
-        elif cjk:
-            out.append(run)
-        else:
-            out.extend(_word_tokens(run))
+    for run in _runs(text):
+        for cjk, piece in _subruns(run):
+            if cjk and len(piece) > 1:
+                out.extend(map(str.__add__, piece, piece[1:]))
+            elif cjk:
+                out.append(piece)
+            else:
+                out.extend(_word_tokens(piece))
     return out
 
 

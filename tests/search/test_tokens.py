@@ -4,10 +4,41 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pbot_watch.search.tokens import document, fts_any, fts_quote, query_terms, tokens
+from pbot_watch.search import tokens as tokens_module
+from pbot_watch.search import unicode_classes
+from pbot_watch.search.tokens import document, fts_any, fts_quote, is_cjk, query_terms, tokens
+from tests.search import tokens_oracle as oracle
+
+# Every script people write, and the characters that trip tokenizers: marks (precomposed and
+# not), CJK with its radicals and voicing marks, characters above U+FFFF (emoji, CJK ext B,
+# astral marks, unassigned code points in CJK blocks), lone surrogates, separators, "_".
+SCRIPTS = {
+    "ascii": st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+    "latin": st.characters(min_codepoint=0xC0, max_codepoint=0x24F),
+    "combining": st.characters(min_codepoint=0x300, max_codepoint=0x36F),
+    "greek-cyrillic": st.characters(min_codepoint=0x370, max_codepoint=0x4FF),
+    "hebrew-arabic": st.characters(min_codepoint=0x590, max_codepoint=0x6FF),
+    "devanagari-bengali": st.characters(min_codepoint=0x900, max_codepoint=0x9FF),
+    "thai": st.characters(min_codepoint=0xE00, max_codepoint=0xE7F),
+    "hangul-jamo": st.characters(min_codepoint=0x1100, max_codepoint=0x11FF),
+    "new-tai-lue-vedic": st.sampled_from([chr(c) for c in sorted(unicode_classes.UNICODE61_MARK_LETTERS)]),
+    "cjk-radicals-kana": st.characters(min_codepoint=0x2E80, max_codepoint=0x31FF),
+    "han": st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF),
+    "hangul": st.characters(min_codepoint=0xAC00, max_codepoint=0xAC80),
+    "halfwidth": st.characters(min_codepoint=0xFF00, max_codepoint=0xFFEF),
+    "emoji": st.characters(min_codepoint=0x1F300, max_codepoint=0x1F6FF),
+    "astral-marks": st.characters(min_codepoint=0x1D165, max_codepoint=0x1D1AD),
+    "cjk-ext-b-edges": st.characters(min_codepoint=0x2A6D0, max_codepoint=0x2A710),
+    "surrogates": st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, categories=["Cs"]),
+    "separators": st.sampled_from(list(" _-./\t\n:;,'\"()[]{}")),
+}
+ANY_SCRIPT = st.text(alphabet=st.one_of(st.characters(), *SCRIPTS.values()), max_size=80)
+ONE_SCRIPT = st.sampled_from(sorted(SCRIPTS)).flatmap(
+    lambda name: st.text(alphabet=st.one_of(SCRIPTS[name], SCRIPTS["separators"]), max_size=80)
+)
 
 
 def fts_table() -> sqlite3.Connection:
@@ -54,6 +85,44 @@ class TestTokens:
         assert '"a""b"' == fts_quote('a"b')
 
 
+class TestSameAsBefore:
+    """The regex tokenizer gives exactly the tokens of the per-character one (tests/search/tokens_oracle.py)."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.one_of(ANY_SCRIPT, ONE_SCRIPT))
+    @example("数据库 parseHTTPResponse max_len café e\u0301 हिन्दी ⼀中 か\u3099 ・ 𠀀\U0002a6e0 😀\ud83d")
+    def test_tokens_document_and_query_terms(self, text: str) -> None:
+        """tokens(), document() and query_terms() equal the oracle's for any text."""
+        assert oracle.tokens(text) == tokens(text)
+        assert oracle.document(text) == document(text)
+        assert oracle.query_terms(text) == query_terms(text)
+
+    def test_every_code_point_is_classified_as_before(self) -> None:
+        """Over all of Unicode, the same characters make words, CJK runs and separators."""
+        every = "".join(map(chr, range(0x110000)))
+        # "_" is a separator: the tokenizer turns it into a space before matching runs.
+        spans = [m.span() for m in tokens_module._patterns().run.finditer(every.replace("_", " "))]
+        token_chars = {i for start, end in spans for i in range(start, end)}
+        cjk = {i for i in token_chars if is_cjk(every[i])}
+        expected_cjk = {i for i in range(0x110000) if oracle.is_cjk(every[i])}
+        expected_words = {i for i in range(0x110000) if oracle._is_word_char(every[i])}
+        assert expected_cjk == cjk
+        assert expected_words | expected_cjk == token_chars
+
+    def test_kept_unicode_classes_are_unicodedatas(self) -> None:
+        """The classes kept for Python 3.11's Unicode version are what unicodedata says."""
+        # (On another Unicode version classes() is scan() itself, and this holds trivially.)
+        assert unicode_classes.scan() == unicode_classes.classes()
+
+    def test_run_cache_is_bounded(self) -> None:
+        """The memory of runs seen is cleared when full, and tokens stay right after."""
+        runs = tokens_module._DOCUMENTS
+        words = " ".join(f"w{i}" for i in range(tokens_module.RUN_CACHE_SIZE + 10))
+        document(words)
+        assert len(runs) <= tokens_module.RUN_CACHE_SIZE
+        assert ["w1", "w", "1"] == tokens("w1")
+
+
 class TestFoundAgain:
     def test_one_and_two_character_cjk_words(self) -> None:
         """Chinese, Japanese and Korean words of one and two characters are found."""
@@ -65,14 +134,33 @@ class TestFoundAgain:
         assert finds("내일 서울에서 회의가 있습니다", "회")
         assert not finds("我们明天去北京开会", "上海")
 
+    def test_radicals_and_voicing_marks_are_separators(self) -> None:
+        """Symbols in the CJK blocks separate words, as unicode61 makes them: no token is unfindable."""
+        assert [] == tokens("⼀")
+        assert ["中"] == tokens("⼀中")
+        assert ["か"] == tokens("か\u3099")
+        assert ["カ", "タ"] == tokens("カ・タ")
+        assert [] == tokens("\u19b0\u19b1")
+
+    def test_every_single_character_token_is_kept_by_unicode61(self) -> None:
+        """Each code point the tokenizer keeps on its own gives FTS5 at least one token."""
+        conn = fts_table()
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        kept = {code: document(chr(code)) for code in range(0x110000)}
+        kept = {code: doc for code, doc in kept.items() if doc}
+        conn.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)", kept.items())
+        found = {doc for (doc,) in conn.execute("SELECT DISTINCT doc FROM v")}
+        assert set() == set(kept) - found
+
     @settings(max_examples=150, deadline=None)
-    @given(st.text(min_size=1, max_size=60), st.data())
-    def test_every_token_of_a_text_finds_it(self, text: str, data: st.DataObject) -> None:
+    @given(st.one_of(st.text(min_size=1, max_size=60), ANY_SCRIPT, ONE_SCRIPT), st.data())
+    @example("⼀", None)
+    def test_every_token_of_a_text_finds_it(self, text: str, data: st.DataObject | None) -> None:
         """Any token the tokenizer emits for a text, used as a query, finds that text."""
         emitted = tokens(text)
         if not emitted:
             return
-        token = data.draw(st.sampled_from(emitted))
+        token = emitted[0] if data is None else data.draw(st.sampled_from(emitted))
         assert finds(text, token), (text, token)
 
     @settings(max_examples=150, deadline=None)
