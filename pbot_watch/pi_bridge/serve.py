@@ -17,7 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
@@ -31,11 +32,15 @@ from pbot_watch.pi_bridge.protocol import (
     Hello,
     NoParams,
     Request,
+    Scope,
     ToolParams,
     ToolReply,
     reply_line,
 )
 from pbot_watch.service.status import assess, read_status, status_path
+
+if TYPE_CHECKING:
+    from pbot_watch.memory.query import MemoryScope
 
 log = get_logger(__name__)
 
@@ -76,9 +81,22 @@ class Child:
     def tool(self, params: ToolParams) -> ToolReply:
         from pbot_watch.tools.registry import call  # noqa: PLC0415 - the first call pays the imports
 
-        answer = call(params.name, params.arguments, self.settings)
+        answer = call(params.name, params.arguments, self.settings, scope=memory_scope(params.scope))
         failure = None if answer.failure is None else answer.failure.value
         return ToolReply(text=answer.text, structured=answer.structured, failure=failure)  # type: ignore[arg-type]
+
+
+def memory_scope(scope: Scope | None) -> MemoryScope | None:
+    """The calling session's branch, as the memory tools pin it; ``None`` when the caller named none."""
+    if scope is None or (scope.sessionFile is None and scope.sessionId is None):
+        return None
+    from pbot_watch.memory.query import MemoryScope  # noqa: PLC0415
+
+    return MemoryScope(
+        session_file=Path(scope.sessionFile) if scope.sessionFile else None,
+        session_id=scope.sessionId,
+        leaf=scope.leaf,
+    )
 
 
 class Server:

@@ -315,3 +315,30 @@ class TestMcpSplit:
         declared = set(scripted_model.declared_tools(model.chat_requests[-1].body))
         assert NATIVE_TOOLS <= declared
         assert not {name for name in declared if name.startswith("mcp__")}, declared
+
+
+class TestScope:
+    def test_memory_tools_see_only_the_calling_session(
+        self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
+    ) -> None:
+        """A session in another project finds nothing of the first, even when it names it."""
+        scene = Scene(pi_install, tmp_path, model)
+        scene.world.print_turn(f"The {REMEMBERED} plan.", cwd=scene.project, cont=False)
+        first = session_lines(newest_session(scene.world.sessions))[0]["id"]
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        scene.world.print_turn(
+            f'Search. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]', cwd=elsewhere, cont=False
+        )
+        scene.world.print_turn(
+            f'Widen it. [[tool: search_memory {{"query": "{REMEMBERED}", "sessionId": "{first}"}}]]',
+            cwd=elsewhere,
+            cont=True,
+        )
+        second = newest_session(scene.world.sessions)
+        own, widened = tool_results(second, "search_memory")
+        assert not own.get("isError"), result_text(own)
+        assert f"Sessions searched: {session_lines(second)[0]['id']}." in result_text(own)
+        assert first not in result_text(own)
+        assert widened.get("isError")
+        assert first in result_text(widened)

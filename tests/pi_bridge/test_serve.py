@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pbot_watch import __version__
 from tests.pi_bridge.child import ServeChild
+from tests.search.sessions import SessionWriter
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,3 +107,110 @@ class TestLifetime:
             child.close()
             assert b"pi child started" in child.stderr
             assert b"pi child stopped" in child.stderr
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> Path:
+    """Two sessions: A says "quokka" and ran a failing test; B, another session, says "marmalade"."""
+    root = tmp_path / "sessions"
+    a = SessionWriter(root / "ws" / "a.jsonl", "session-a")
+    a.user("a1", "Plan the quokka migration.")
+    a.assistant("a2", calls=[("c1", "bash", {"command": "npm test"})])
+    a.tool_result("a3", "c1", "bash", "3 failed: budget over limit", error=True)
+    a.assistant("a4", "The quokka tests fail.")
+    b = SessionWriter(root / "ws" / "b.jsonl", "session-b")
+    b.user("b1", "Marmalade for breakfast.")
+    b.assistant("b2", "Marmalade it is.")
+    return root
+
+
+@pytest.fixture
+def served(isolated_home: Path, sessions: Path, tmp_path: Path) -> Iterator[ServeChild]:
+    archive = tmp_path / "archive"
+    with ServeChild("--sessions", str(sessions), "--archive", str(archive)) as running:
+        yield running
+
+
+def tool(
+    child: ServeChild, name: str, arguments: dict[str, Any], scope: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    reply = child.ask("tool", {"name": name, "arguments": arguments, **({"scope": scope} if scope else {})})
+    assert "result" in reply, reply
+    return dict(reply["result"])
+
+
+class TestToolCalls:
+    def test_answer_has_text_and_structured_result(self, served: ServeChild) -> None:
+        """A tool call returns the text the model reads and the CLI's JSON."""
+        answer = tool(served, "search_memory", {"query": "quokka"})
+        assert answer["failure"] is None
+        assert "quokka" in answer["text"]
+        assert {"session-a"} == {hit["sessionId"] for hit in answer["structured"]["hits"]}
+
+    def test_no_match_is_a_result(self, served: ServeChild) -> None:
+        """Nothing found is an answer without failure, saying so."""
+        answer = tool(served, "search_memory", {"query": "zanthoxylum"})
+        assert (None, 0) == (answer["failure"], answer["structured"]["total"])
+        assert "No sources matching" in answer["text"]
+
+    def test_bad_arguments_say_fix_the_arguments(self, served: ServeChild) -> None:
+        """Arguments out of range come back as an "arguments" failure naming the fix."""
+        answer = tool(served, "search_memory", {"query": "quokka", "limit": 99})
+        assert "arguments" == answer["failure"]
+        assert "limit: must be at most 50" in answer["text"]
+        assert answer["structured"] is None
+
+    def test_unknown_tool(self, served: ServeChild) -> None:
+        """An unknown tool name is the caller's to fix."""
+        answer = tool(served, "forget_everything", {})
+        assert "arguments" == answer["failure"]
+        assert "Unknown tool 'forget_everything'" in answer["text"]
+
+    def test_tool_params_must_name_a_tool(self, served: ServeChild) -> None:
+        """A tool request without a name is a protocol error, not a tool failure."""
+        reply = served.ask("tool", {"arguments": {}})
+        assert "protocol" == reply["error"]["kind"]
+
+    def test_footer_answers_while_a_query_runs(self, served: ServeChild) -> None:
+        """footer is answered on the reader thread: a query in progress does not hold it up."""
+        first = served.send("tool", {"name": "search_memory", "arguments": {"query": "quokka"}})
+        second = served.send("footer")
+        ids = [served.reply()["id"], served.reply()["id"]]
+        assert {first, second} == set(ids)
+
+
+class TestScope:
+    def test_memory_is_pinned_to_the_calling_session(self, served: ServeChild, sessions: Path) -> None:
+        """With a scope, search_memory sees only that session's branch."""
+        scope = {"sessionFile": str(sessions / "ws" / "a.jsonl"), "sessionId": "session-a", "leaf": "a4"}
+        assert 0 == tool(served, "search_memory", {"query": "marmalade"}, scope)["structured"]["total"]
+        assert tool(served, "search_memory", {"query": "quokka"}, scope)["structured"]["total"] > 0
+
+    def test_arguments_cannot_widen_the_scope(self, served: ServeChild, sessions: Path) -> None:
+        """Naming another session in the arguments is refused inside a scope."""
+        scope = {"sessionFile": str(sessions / "ws" / "a.jsonl"), "sessionId": "session-a"}
+        answer = tool(served, "search_memory", {"query": "marmalade", "sessionId": "session-b"}, scope)
+        assert "arguments" == answer["failure"]
+
+    def test_recall_of_another_session_is_refused(self, served: ServeChild, sessions: Path) -> None:
+        """A handle from another session is unknown inside the scope."""
+        other = tool(served, "search_memory", {"query": "marmalade"})["structured"]["hits"][0]["handle"]
+        scope = {"sessionFile": str(sessions / "ws" / "a.jsonl"), "sessionId": "session-a"}
+        assert "arguments" == tool(served, "recall_memory", {"handle": other}, scope)["failure"]
+        assert tool(served, "recall_memory", {"handle": other})["failure"] is None
+
+
+class TestKilled:
+    def test_a_killed_child_leaves_a_working_index(
+        self, isolated_home: Path, sessions: Path, tmp_path: Path
+    ) -> None:
+        """kill -9 in the middle of a call; a new child answers the same call in full."""
+        args = ("--sessions", str(sessions), "--archive", str(tmp_path / "archive"))
+        with ServeChild(*args) as first:
+            first.send("tool", {"name": "search_memory", "arguments": {"query": "quokka"}})
+            first.proc.send_signal(signal.SIGKILL)
+            assert -signal.SIGKILL == first.proc.wait(timeout=30)
+        with ServeChild(*args) as second:
+            answer = tool(second, "search_memory", {"query": "quokka"})
+        assert answer["failure"] is None
+        assert answer["structured"]["total"] > 0
