@@ -8,8 +8,9 @@ generator) and a session file of about 20 MB:
   on top of Pi's own work), p50 and p95;
 - ``cli``: the same query with ``pbot-watch search --json`` / ``pbot-watch memory search
   --json`` started per call (interpreter start, imports, index open), p50 and p95;
-- ``cues``: the cue block of the 20 MB session's branch, through the child: the first call
-  (reads and parses the file) and a repeated one (the child's cache), and in-process.
+- ``cues``: the cue block of the 20 MB session's branch (bench/cues.py's generator), through
+  the child: the first call (reads and parses the file) and a repeated one (the child's cache),
+  and in process.
 
 Run by hand (the first run builds the archive and its index; --keep and --reuse skip that):
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -34,124 +34,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.search_latency import COMMON_EN, COMMON_ZH, RARE_EN, RARE_ZH, generate, pct, sentence
+from bench.cues import SESSION_ID
+from bench.cues import write_session as write_cue_session
+from bench.search_latency import COMMON_EN, COMMON_ZH, RARE_EN, RARE_ZH, generate, pct
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
-SESSION_ID = "01a22900-0000-7000-8000-000000000001"
-TOOLS = ("bash", "read", "edit")
-
-
-# ---- a large Pi session: tool work, failures, edits, compactions ---------------------------------
-
-
-def write_session(path: Path, megabytes: float, seed: int = 11) -> tuple[int, str]:
-    """A v3 session file of about ``megabytes`` of tool work, compacted every 200 entries.
-
-    Returns the number of entries and the leaf id.
-    """
-    rng = random.Random(seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    target = int(megabytes * 1_000_000)
-    lines = [
-        json.dumps(
-            {
-                "type": "session",
-                "version": 3,
-                "id": SESSION_ID,
-                "timestamp": "2026-11-01T08:00:00.000Z",
-                "cwd": "/w",
-            }
-        )
-    ]
-    size = len(lines[0])
-    parent: str | None = None
-    count = 0
-    last_kept = None
-    second = 0
-
-    def add(entry: dict[str, Any]) -> str:
-        nonlocal parent, size, count, second
-        count += 1
-        second += 1
-        entry_id = f"{count:08x}"
-        stamp = f"2026-11-{1 + second // 86400 % 28:02d}T{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}.000Z"
-        line = json.dumps({**entry, "id": entry_id, "parentId": parent, "timestamp": stamp})
-        lines.append(line)
-        size += len(line) + 1
-        parent = entry_id
-        return entry_id
-
-    turn = 0
-    while size < target:
-        turn += 1
-        user = add(
-            {
-                "type": "message",
-                "message": {"role": "user", "content": [{"type": "text", "text": sentence(rng, 12)}]},
-            }
-        )
-        if last_kept is None:
-            last_kept = user
-        for step in range(rng.randint(1, 4)):
-            tool = rng.choice(TOOLS)
-            call_id = f"call_{turn}_{step}"
-            args = (
-                {"command": f"npm test -- --grep {sentence(rng, 2)}"}
-                if tool == "bash"
-                else {"path": f"src/module_{rng.randrange(40)}.ts"}
-                if tool == "read"
-                else {
-                    "path": f"src/module_{rng.randrange(40)}.ts",
-                    "edits": [{"oldText": "a", "newText": "b"}],
-                }
-            )
-            add(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "assistant",
-                        "content": [{"type": "toolCall", "id": call_id, "name": tool, "arguments": args}],
-                        "stopReason": "toolUse",
-                    },
-                }
-            )
-            output = "\n".join(sentence(rng, rng.randint(6, 16)) for _ in range(rng.randint(5, 60)))
-            failed = tool == "bash" and rng.random() < 0.2
-            add(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "toolResult",
-                        "toolCallId": call_id,
-                        "toolName": tool,
-                        "content": [{"type": "text", "text": output}],
-                        "isError": failed,
-                    },
-                }
-            )
-        add(
-            {
-                "type": "message",
-                "message": {
-                    "role": "assistant",
-                    "content": [{"type": "text", "text": sentence(rng, 20)}],
-                    "stopReason": "stop",
-                },
-            }
-        )
-        if turn % 60 == 0:
-            kept = parent
-            add(
-                {
-                    "type": "compaction",
-                    "summary": "## Goal\n" + sentence(rng, 30),
-                    "firstKeptEntryId": kept,
-                    "tokensBefore": 100_000,
-                }
-            )
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert parent is not None
-    return count, parent
+BATCH_KB = 500  # session bytes between compactions, as bench/cues.py
 
 
 # ---- the child, as the extension talks to it --------------------------------------------------------
@@ -197,6 +85,19 @@ def cli(env: dict[str, str], *args: str) -> float:
     return elapsed
 
 
+def cues_in_process(session: Path) -> tuple[float, float]:
+    """Parse and cue computation of the session in this process (ms), as the child does on a miss."""
+    from pbot_watch.memory.cues import compute_cues
+    from pbot_watch.memory.index import read_session_entries
+
+    started = time.perf_counter()
+    session_id, entries = read_session_entries(session)
+    parsed = time.perf_counter()
+    assert session_id == SESSION_ID
+    compute_cues(entries, session_id=session_id, context_window=128_000)
+    return (parsed - started) * 1000, (time.perf_counter() - parsed) * 1000
+
+
 def figures(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), pct(values, 0.95)
 
@@ -225,8 +126,12 @@ def main() -> None:
         started = time.perf_counter()
         nodes = generate(archive, args.exchanges)
         print(f"archive: {args.exchanges} exchanges, {nodes} nodes ({time.perf_counter() - started:.0f} s)")
-        entries, _leaf = write_session(session, args.session_mb)
-        print(f"session: {entries} entries, {session.stat().st_size / 1e6:.1f} MB")
+        session.parent.mkdir(parents=True)
+        shape = write_cue_session(session, args.session_mb, BATCH_KB)
+        print(
+            f"session: {shape['bytes'] / 1e6:.1f} MB, {shape['entries']} entries, {shape['tool events']} tool events, "
+            f"{shape['compactions']} compactions"
+        )
     started = time.perf_counter()
     cli(env, "reindex", *roots)
     print(f"search index ready ({time.perf_counter() - started:.0f} s)")
@@ -245,10 +150,11 @@ def main() -> None:
     ]
     memory_queries = [
         ("memory literal npm test", {"query": "npm test"}, ["memory", "search", "npm test"]),
+        ("memory literal rare", {"query": "zanthoxylum"}, ["memory", "search", "zanthoxylum"]),
         (
             "memory terms 2 words",
-            {"query": "error config", "match": "terms"},
-            ["memory", "search", "error config", "--match", "terms"],
+            {"query": "budget limit", "match": "terms"},
+            ["memory", "search", "budget limit", "--match", "terms"],
         ),
     ]
     child = Child(env, *roots)
@@ -264,22 +170,40 @@ def main() -> None:
     )
     child_p50: list[float] = []
     ratios: list[tuple[float, float]] = []
-    for label, arguments, argv in [
+    rows = [
         *[(lbl, {"name": "history_search", "arguments": a}, [*v, "--json"]) for lbl, a, v in queries],
         *[(lbl, {"name": "search_memory", "arguments": a}, [*v, "--json"]) for lbl, a, v in memory_queries],
-    ]:
-        through = [child.call("tool", arguments)[0] for _ in range(args.calls)]
-        spawned = [cli(env, *argv, *roots) for _ in range(args.cli_calls)]
+    ]
+    for label, arguments, argv in rows:
+        # BM25 over raw memory re-reads every hit source's lines: seconds on a large session.
+        calls = args.calls if "terms" not in label or "memory" not in label else min(args.calls, 3)
+        through = [child.call("tool", arguments)[0] for _ in range(calls)]
+        spawned = [cli(env, *argv, *roots) for _ in range(min(args.cli_calls, calls))]
         (c50, c95), (s50, s95) = figures(through), figures(spawned)
         child_p50.append(c50)
         ratios.append((s50 / c50, s95 / c95))
         print(
             f"{label:32} {c50:8.1f}ms {c95:6.1f}ms {s50:7.0f}ms {s95:6.0f}ms {s50 / c50:9.0f}x {s95 / c95:9.0f}x"
         )
+    cue_params = {"sessionFile": str(session), "contextWindow": 128_000}
+    first, reply = child.call("cues", cue_params)
+    again = [child.call("cues", cue_params)[0] for _ in range(args.calls)]
+    in_process = cues_in_process(session)
     print(
-        f"\nchild p50 over all queries: median {statistics.median(child_p50):.1f} ms, worst {max(child_p50):.1f} ms; "
-        f"cli/child p50 ratio: min {min(r[0] for r in ratios):.0f}x, median {statistics.median(r[0] for r in ratios):.0f}x; "
-        f"p95 ratio: min {min(r[1] for r in ratios):.0f}x"
+        f"\ncues of the {session.stat().st_size / 1e6:.0f} MB session (batch {reply['batch']}): through the child "
+        f"{first:.0f} ms the first time (read, parse, compute), then {statistics.median(again):.2f} ms (p50, unchanged "
+        f"file); in process: parse {in_process[0]:.0f} ms + cues {in_process[1]:.0f} ms"
+    )
+    history = [
+        (c50, r)
+        for (label, *_), c50, r in zip(rows, child_p50, ratios, strict=True)
+        if label.startswith("history")
+    ]
+    print(
+        f"\nhistory tools on {args.exchanges} exchanges, through the child: p50 {min(c for c, _ in history):.1f}-"
+        f"{max(c for c, _ in history):.1f} ms (median {statistics.median(c for c, _ in history):.1f} ms); "
+        f"a CLI run per call is {min(r[0] for _, r in history):.0f}-{max(r[0] for _, r in history):.0f}x slower at p50 "
+        f"and {min(r[1] for _, r in history):.0f}-{max(r[1] for _, r in history):.0f}x at p95"
     )
     child.close()
 

@@ -124,6 +124,8 @@ class CuesParams(_Strict):
 
 class CuesReply(_Strict):
     block: str | None = Field(description="the text to inject into each request, or null for none")
+    batch: int = Field(0, description="compactions on the branch (0: no cues yet)")
+    compactionId: str | None = Field(None, description="the latest compaction on the branch")  # noqa: N815
 
 
 class FooterReply(_Strict):

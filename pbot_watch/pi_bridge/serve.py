@@ -17,16 +17,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
 from pbot_watch import __version__
+from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.config import Settings
 from pbot_watch.log import get_logger
 from pbot_watch.pi_bridge.footer import footer_text
 from pbot_watch.pi_bridge.protocol import (
+    CuesParams,
+    CuesReply,
     ErrorBody,
     FooterReply,
     Hello,
@@ -37,12 +41,16 @@ from pbot_watch.pi_bridge.protocol import (
     ToolReply,
     reply_line,
 )
+from pbot_watch.search.errors import QueryError
 from pbot_watch.service.status import assess, read_status, status_path
 
 if TYPE_CHECKING:
     from pbot_watch.memory.query import MemoryScope
 
 log = get_logger(__name__)
+
+CUE_CACHE_SIZE = 8
+"""Cue blocks kept (a few sessions' branches): a repeated question is answered without re-reading."""
 
 RequestId = int | str | None
 
@@ -60,12 +68,14 @@ class Child:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._cues: dict[tuple[str, FileStamp | None, str | None, int], CuesReply] = {}
 
     def methods(self) -> dict[str, Method]:
         return {
             "hello": Method(NoParams, self.hello, quick=True),
             "footer": Method(NoParams, self.footer, quick=True),
             "tool": Method(ToolParams, self.tool),
+            "cues": Method(CuesParams, self.cues),
         }
 
     def hello(self, _params: NoParams) -> Hello:
@@ -77,6 +87,30 @@ class Child:
         status = read_status(self.settings.state_dir)
         state, _detail = assess(self.settings.state_dir, status)
         return FooterReply(text=footer_text(state, status))
+
+    def cues(self, params: CuesParams) -> CuesReply:
+        """The branch's cue block, computed from the session file (cached while the file is unchanged)."""
+        from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, compute_cues  # noqa: PLC0415
+        from pbot_watch.memory.index import read_session_entries  # noqa: PLC0415
+
+        path = Path(params.sessionFile)
+        window = params.contextWindow or DEFAULT_CONTEXT_WINDOW
+        key = (str(path), file_stamp(path), params.leaf, window)
+        cached = self._cues.get(key)
+        if cached is not None:
+            return cached
+        session_id, entries = read_session_entries(path)
+        if session_id is None:
+            raise NotASession(f"{path}: not a Pi session")
+        state = compute_cues(
+            entries, session_id=session_id, leaf=params.leaf, context_window=window, tz=_local_zone()
+        )
+        reply = CuesReply(block=state.text or None, batch=state.batch, compactionId=state.compaction_id)
+        if key[1] is not None:
+            while len(self._cues) >= CUE_CACHE_SIZE:
+                del self._cues[next(iter(self._cues))]
+            self._cues[key] = reply
+        return reply
 
     def tool(self, params: ToolParams) -> ToolReply:
         from pbot_watch.tools.registry import call  # noqa: PLC0415 - the first call pays the imports
@@ -97,6 +131,15 @@ def memory_scope(scope: Scope | None) -> MemoryScope | None:
         session_id=scope.sessionId,
         leaf=scope.leaf,
     )
+
+
+class NotASession(QueryError):
+    """A cue request for a file that is no Pi session."""
+
+
+def _local_zone() -> tzinfo:
+    """The zone cue lines show times in: the child's, which is Pi's (it inherits TZ)."""
+    return datetime.now().astimezone().tzinfo or UTC
 
 
 class Server:
@@ -158,6 +201,9 @@ class Server:
         started = time.monotonic()
         try:
             result = method.run(params)
+        except QueryError as error:  # the request names something that is not there (a leaf, a session)
+            self._error(request_id, "arguments", str(error))
+            return
         except Exception as error:  # a bug or an I/O failure: the caller hears "unavailable", the log has it
             log.exception("pi request failed", method=method.run.__name__)
             self._error(request_id, "unavailable", f"pbot-watch failed: {type(error).__name__}: {error}")

@@ -36,7 +36,9 @@ HISTORY_TOOL = "history_search"
 SUMMARY_MARKER = "context summarization assistant"
 RESULT_QUOTE_CHARS = 400
 
-_DIRECTIVE = re.compile(r"\[\[(bash|read|history|mcp|tool):\s*(.+?)\]\]", re.DOTALL)
+_DIRECTIVE = re.compile(r"\[\[(bash|read|history|mcp|tool|recall-cue):\s*(.+?)\]\]", re.DOTALL)
+CUE_HEADER = "Memory cues (batch "
+_HANDLE = re.compile(r"handle=(\S+)")
 _MCP_CALL = re.compile(r"(\w+)\s+(\{.*\})", re.DOTALL)
 _ANY_DIRECTIVE = re.compile(r"\[\[.*?\]\]", re.DOTALL)
 
@@ -110,6 +112,8 @@ def decide(body: dict[str, Any]) -> Reply:
         call = ToolCall("read", {"path": argument})
     elif kind == "history":
         call = _mcp_call(body, HISTORY_TOOL, {"query": argument})
+    elif kind == "recall-cue":
+        call = _declared_call(body, "recall_memory", {"handle": cue_handle(messages, argument)})
     else:
         parts = _MCP_CALL.fullmatch(argument)
         if parts is None:
@@ -124,6 +128,26 @@ def decide(body: dict[str, Any]) -> Reply:
             else _declared_call(body, parts[1], arguments)
         )
     return Reply(f"Calling {call.name}.", tool_call=call, finish_reason="tool_calls", why=kind)
+
+
+def cue_block(messages: list[dict[str, Any]]) -> str | None:
+    """The memory cue block a request carries (the extension's message), if any."""
+    for message in messages:
+        text = message_text(message.get("content"))
+        if message.get("role") == "user" and text.startswith(CUE_HEADER):
+            return text
+    return None
+
+
+def cue_handle(messages: list[dict[str, Any]], words: str) -> str:
+    block = cue_block(messages)
+    if block is None:
+        raise ScriptError("[[recall-cue: ...]] but the request carries no memory cue block")
+    for line in block.splitlines():
+        found = _HANDLE.search(line)
+        if words in line and found:
+            return found[1]
+    raise ScriptError(f"no cue line holds {words!r}:\n{block}")
 
 
 def _mcp_call(body: dict[str, Any], tool: str, arguments: dict[str, Any]) -> ToolCall:

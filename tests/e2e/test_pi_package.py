@@ -40,6 +40,10 @@ from tests.support.openai_server import OpenAIServer
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 REMEMBERED = "quokka"
+FAILURE = "3 failed: budget over limit"
+OTHER_NOTES = "Other notes: the rollback needs a dry run."
+FILLER = "Good. " + "Let us take stock of where the work stands before going on. " * 8
+EDIT = {"path": "notes.txt", "edits": [{"oldText": "Step two", "newText": "Step 2"}]}
 NATIVE_TOOLS = {"history_search", "history_read", "search_memory", "recall_memory"}
 
 
@@ -89,6 +93,8 @@ class Scene:
         (self.project / "notes.txt").write_text(
             f"Notes on the {REMEMBERED} migration.\nStep two: rename the tables.\n"
         )
+        (self.project / "other.txt").write_text(f"{OTHER_NOTES}\nNothing else.\n")
+        (self.project / "plan.txt").write_text("The plan: ship on Friday.\n")
         self.archive = root / "archive"
         self.world = PiWorld.create(pi_install, root / "pi", model.base_url, isolated_environ(root))
         self.world.sessions.mkdir(parents=True)
@@ -132,6 +138,8 @@ class Transcript:
     session: Path
     first_answer: str
     requests: list[dict[str, Any]]
+    after_compactions: list[dict[str, Any]] = field(default_factory=list)
+    """The first request the model server received after each compaction."""
     ui: dict[str, dict[str, Any]] = field(default_factory=dict)
     killed_child: int = 0
     children_after: set[int] = field(default_factory=set)
@@ -176,6 +184,25 @@ def transcript(
 
         pi.prompt(f'Search memory. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
 
+        # Tool work, a failing command, a file read then edited, two more reads; a compaction.
+        pi.prompt("Read the notes [[read: notes.txt]]")
+        pi.prompt("Read the other notes [[read: other.txt]]")
+        pi.prompt("Read the plan [[read: plan.txt]]")
+        pi.prompt("List the files [[bash: ls]]")
+        pi.prompt(f"Run the checks [[bash: echo '{FAILURE}' && exit 1]]")
+        pi.prompt(f"Fix the notes [[tool: edit {json.dumps(EDIT)}]]")
+        pi.prompt(FILLER)  # long enough that Pi's compaction (keepRecentTokens 60) keeps only this turn
+        assert pi.command({"type": "compact"})["firstKeptEntryId"]
+        cue_requests = [len(model.chat_requests)]  # the next request the model server receives
+        pi.prompt("After the compaction: carry on.")
+        # The model recalls one line of the cue block by its handle, then works on.
+        pi.prompt("What did the other notes say? [[recall-cue: read(other.txt)]]")
+        pi.prompt("One more command [[bash: echo second round]]")
+        pi.prompt(FILLER)
+        assert pi.command({"type": "compact"})["firstKeptEntryId"]
+        cue_requests.append(len(model.chat_requests))
+        pi.prompt("After the second compaction: carry on.")
+
         # The child is killed: the next call answers at once, a later one from a new child.
         (killed,) = serve_children(pi)
         os.kill(killed, signal.SIGKILL)
@@ -199,6 +226,7 @@ def transcript(
         session=session,
         first_answer=first_answer,
         requests=[r.body for r in model.chat_requests],
+        after_compactions=[model.chat_requests[i].body for i in cue_requests],
         ui=ui,
         killed_child=killed,
         children_after=children_after,
@@ -256,6 +284,93 @@ class TestInsidePi:
         assert transcript.children_after
         assert transcript.killed_child not in transcript.children_after
         assert 0 == transcript.pi_exit, transcript.pi_stderr
+
+
+def cue_lines(request: dict[str, Any]) -> list[str]:
+    block = scripted_model.cue_block(request["messages"])
+    assert block is not None, [m.get("role") for m in request["messages"]]
+    return block.splitlines()
+
+
+def line_for(lines: list[str], call: str) -> str:
+    """The one cue line of this call (``read(notes.txt)``)."""
+    (line,) = [line for line in lines if f" toolResult {call} " in line]
+    return line
+
+
+class TestCues:
+    def test_next_request_after_compaction_has_the_block(self, transcript: Transcript) -> None:
+        """The first request after /compact carries the cue block, right after the compaction summary."""
+        messages = transcript.after_compactions[0]["messages"]
+        texts = [scripted_model.message_text(m.get("content")) for m in messages]
+        at = next(i for i, text in enumerate(texts) if text.startswith(scripted_model.CUE_HEADER))
+        assert "Scripted summary" in texts[at - 1]
+        assert texts[at].startswith("Memory cues (batch 1)")
+
+    def test_every_tool_event_is_a_line(self, transcript: Transcript) -> None:
+        """Batch 1 holds the reads, the commands and the edit, each with a handle; no user text."""
+        lines = cue_lines(transcript.after_compactions[0])
+        for call in ("read(notes.txt)", "read(other.txt)", "read(plan.txt)", "bash(ls)", "edit(notes.txt)"):
+            assert "handle=" in line_for(lines, call), lines
+        assert not [line for line in lines if "Good." in line or "Read the notes" in line]
+
+    def test_new_lines_enter_in_full(self, transcript: Transcript) -> None:
+        """At the first compaction every line is in full: the call, its outcome and its size."""
+        lines = cue_lines(transcript.after_compactions[0])
+        assert "→ Notes on the quokka migration. [2 lines]" in line_for(lines, "read(notes.txt)")
+        assert "→ The plan: ship on Friday. [1 line]" in line_for(lines, "read(plan.txt)")
+
+    def test_failing_command_shows_its_failure(self, transcript: Transcript) -> None:
+        """The failing command's line says it failed and why."""
+        lines = cue_lines(transcript.after_compactions[0])
+        (line,) = [line for line in lines if "bash(echo" in line and "exit 1" in line]
+        assert f"→ ✗ {FAILURE}" in line
+
+    def test_recall_by_a_cue_handle_returns_the_original(self, transcript: Transcript) -> None:
+        """recall_memory with the handle from the read(other.txt) cue returns the file's text as read."""
+        (recall,) = tool_results(transcript.session, "recall_memory")
+        text = result_text(recall)
+        assert not recall.get("isError"), text
+        assert OTHER_NOTES in text
+
+    def test_reads_fade_first(self, transcript: Transcript) -> None:
+        """One batch later, the read of an unchanged file is down to its call and size."""
+        line = line_for(cue_lines(transcript.after_compactions[1]), "read(plan.txt)")
+        assert "read(plan.txt) [1 line] handle=" in line
+
+    def test_reinforced_line_is_in_full(self, transcript: Transcript) -> None:
+        """The recalled read(other.txt), which would have faded like the plan's, is in full again."""
+        line = line_for(cue_lines(transcript.after_compactions[1]), "read(other.txt)")
+        assert f"read(other.txt) → {OTHER_NOTES} [2 lines]" in line
+
+    def test_an_edited_file_read_fades_as_state(self, transcript: Transcript) -> None:
+        """The read of notes.txt, edited after, fades as state: still in full one batch later."""
+        line = line_for(cue_lines(transcript.after_compactions[1]), "read(notes.txt)")
+        assert "→ Notes on the quokka migration." in line
+
+    def test_failures_stay_in_full(self, transcript: Transcript) -> None:
+        """The failing command is still in full at the second compaction."""
+        lines = cue_lines(transcript.after_compactions[1])
+        assert [line for line in lines if f"→ ✗ {FAILURE}" in line]
+
+    def test_second_batch_adds_the_new_work(self, transcript: Transcript) -> None:
+        """The work since the first compaction enters the second batch in full."""
+        lines = cue_lines(transcript.after_compactions[1])
+        assert lines[0].startswith("Memory cues (batch 2)")
+        assert "→ second round" in line_for(lines, "bash(echo second round)")
+
+    def test_block_is_what_pbot_watch_cues_computes(self, transcript: Transcript) -> None:
+        """The delivered block equals `pbot-watch cues` for the compaction's branch (same window)."""
+        import subprocess
+
+        entries = session_lines(transcript.session)
+        compactions = [e for e in entries if e.get("type") == "compaction"]
+        printed = subprocess.run(
+            [pbot_watch_executable(), "cues", "--session", str(transcript.session), "--leaf", compactions[-1]["id"],
+             "--context-window", "32000"],
+            capture_output=True, text=True, check=True, timeout=60, env=transcript.scene.world.env,
+        ).stdout  # fmt: skip
+        assert printed.rstrip("\n").splitlines() == cue_lines(transcript.after_compactions[1])
 
 
 class TestFailureIsolation:

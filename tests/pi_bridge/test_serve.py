@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,11 @@ from typing import Any
 import pytest
 
 from pbot_watch import __version__
-from tests.pi_bridge.child import ServeChild
+from tests.memory.work import Work, budget_session
+from tests.pi_bridge.child import SCRIPT, ServeChild
 from tests.search.sessions import SessionWriter
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real child process per test
 
 
 @pytest.fixture
@@ -214,3 +216,57 @@ class TestKilled:
             answer = tool(second, "search_memory", {"query": "quokka"})
         assert answer["failure"] is None
         assert answer["structured"]["total"] > 0
+
+
+class TestCues:
+    def test_block_is_what_pbot_watch_cues_prints(self, child: ServeChild, tmp_path: Path) -> None:
+        """The cue block of a compacted branch is exactly the text of `pbot-watch cues`."""
+        path = tmp_path / "budget.jsonl"
+        budget_session(path)
+        printed = subprocess.run(
+            [str(SCRIPT), "cues", "--session", str(path), "--context-window", "32000"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout  # fmt: skip
+        reply = child.ask("cues", {"sessionFile": str(path), "contextWindow": 32000})["result"]
+        assert printed.rstrip("\n") == reply["block"]
+        assert 3 == reply["batch"]
+
+    def test_no_compaction_no_block(self, child: ServeChild, tmp_path: Path) -> None:
+        """A branch that was never compacted has no block (null), batch 0."""
+        work = Work(tmp_path / "fresh.jsonl")
+        work.run("npm test")
+        reply = child.ask("cues", {"sessionFile": str(work.path)})["result"]
+        assert {"block": None, "batch": 0, "compactionId": None} == reply
+
+    def test_a_new_compaction_gives_a_new_block(self, child: ServeChild, tmp_path: Path) -> None:
+        """Asking again after the file grew by a compaction gives that compaction's batch."""
+        work = Work(tmp_path / "grows.jsonl")
+        work.run("npm test")
+        work.compact()
+        first = child.ask("cues", {"sessionFile": str(work.path)})["result"]
+        assert first == child.ask("cues", {"sessionFile": str(work.path)})["result"]
+        work.run("npm run build")
+        work.compact()
+        second = child.ask("cues", {"sessionFile": str(work.path)})["result"]
+        assert (1, 2) == (first["batch"], second["batch"])
+        assert "npm run build" in second["block"]
+
+    def test_unknown_leaf_is_the_callers_to_fix(self, child: ServeChild, tmp_path: Path) -> None:
+        """A leaf the file does not hold is an "arguments" error naming it."""
+        work = Work(tmp_path / "s.jsonl")
+        work.run("npm test")
+        reply = child.ask("cues", {"sessionFile": str(work.path), "leaf": "no-such-entry"})
+        assert "arguments" == reply["error"]["kind"]
+        assert "no-such-entry" in reply["error"]["message"]
+
+    def test_missing_file_is_unavailable(self, child: ServeChild, tmp_path: Path) -> None:
+        """A session file that cannot be read makes the cues unavailable, and the child goes on."""
+        reply = child.ask("cues", {"sessionFile": str(tmp_path / "gone.jsonl")})
+        assert "unavailable" == reply["error"]["kind"]
+        assert "result" in child.ask("footer")
+
+    def test_not_a_session(self, child: ServeChild, tmp_path: Path) -> None:
+        """A file that is no Pi session is refused."""
+        other = tmp_path / "notes.jsonl"
+        other.write_text('{"hello": "world"}\n')
+        assert "arguments" == child.ask("cues", {"sessionFile": str(other)})["error"]["kind"]
