@@ -17,9 +17,9 @@ from typing import Literal
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
-from pbot_watch.sources import cursor_at, iter_session_files, plan_open, read_header, read_range
+from pbot_watch.sources import cursor_at, iter_session_files, open_session, plan_open, read_header, read_range
 
-READ_CHUNK = 1 << 20
+# New bytes are read in one piece up to this size (the common case: one read, one feed).
 WHOLE_READ = 64 << 20
 
 Outcome = Literal["written", "unchanged", "empty", "skipped", "not-session", "gone", "unreadable", "idle"]
@@ -44,6 +44,8 @@ class SyncResult:
     record: Path | None = None
     bytes_read: int = 0
     reread: bool = False
+    # Read only up to the caller's budget: bytes remain, and the record waits for them.
+    more: bool = False
     malformed: int = 0
     changed: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -54,6 +56,8 @@ class Indexer:
     store: ArchiveStore
     files: dict[Path, Tracked] = field(default_factory=dict)
     on_record: Callable[[Path, str], None] | None = None
+    # Called with each piece's size as it is parsed: the service's proof that reading progresses.
+    on_progress: Callable[[int], None] | None = None
 
     def sync(self, path: Path) -> SyncResult:
         """Bring ``path``'s record up to date with the file; never raises for bad input."""
@@ -62,26 +66,31 @@ class Indexer:
             return self.save_session(result)
         return result
 
-    def read(self, path: Path) -> SyncResult:
-        """Read what is new in ``path`` into its state; ``changed`` says whether exchanges may differ."""
+    def read(self, path: Path, budget: int | None = None) -> SyncResult:
+        """Read what is new in ``path`` into its state; ``changed`` says whether exchanges may differ.
+
+        ``budget`` bounds the bytes read in this call (``more`` says some remain), so that one
+        huge file is read over several calls while other files get their turn in between.
+        Reading never goes past the size the file had when it was opened.
+        """
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd, st = open_session(path)
         except FileNotFoundError:
             self.forget(path)
             return SyncResult(path, "gone")
         except OSError as error:
+            # Unreadable, or a folder, FIFO or device in its place: report it, keep the old state.
             return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
         try:
-            return self._read_fd(path, fd)
+            return self._read_fd(path, fd, st, budget)
         except OSError as error:
-            # A file replaced by a folder, an I/O error: report it and keep the old state.
+            # An I/O error: report it and keep the old state.
             return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
         finally:
             os.close(fd)
 
-    def _read_fd(self, path: Path, fd: int) -> SyncResult:
+    def _read_fd(self, path: Path, fd: int, st: os.stat_result, budget: int | None) -> SyncResult:
         """Plan from the cursor, feed the new bytes, move the cursor (one open file)."""
-        st = os.fstat(fd)
         tracked = self.files.get(path)
         cursor = tracked.cursor if tracked else None
         decision = plan_open(fd, st, cursor)
@@ -91,19 +100,21 @@ class Indexer:
         if decision == "nothing" and tracked.cursor is not None:
             return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
         start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
+        end = st.st_size if budget is None else min(st.st_size, start + budget)
         bytes_read = 0
         added = 0
-        # One read when the new part fits WHOLE_READ (the common case), chunks beyond that.
-        size = max(READ_CHUNK, min(st.st_size - start + 1, WHOLE_READ))
-        while True:
-            chunk = read_range(fd, start + bytes_read, size)
+        while start + bytes_read < end:
+            chunk = read_range(fd, start + bytes_read, min(end - start - bytes_read, WHOLE_READ))
             if not chunk:
-                break
+                break  # truncated while we read: the next event re-plans it
             bytes_read += len(chunk)
             added += tracked.state.feed(chunk)
+            if self.on_progress is not None:
+                self.on_progress(len(chunk))
         offset = tracked.state.reader.consumed
         tracked.cursor = cursor_at(fd, st, offset)
         result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
+        result.more = end < st.st_size
         state = tracked.state
         result.malformed = state.reader.malformed
         if not state.is_session:

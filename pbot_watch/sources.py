@@ -3,12 +3,16 @@
 Default root: ``${PI_CODING_AGENT_DIR:-~/.pi/agent}/sessions``. Pi puts sessions one level
 down (``--<cwd>--/``), but a custom ``sessionDir`` is flat and ``/import`` keeps any name,
 so every ``*.jsonl`` below a root is a candidate; the header decides whether it is a session.
-The indexer and the service read a session file open once: ``plan_open`` compares it with its
-cursor and ``cursor_at`` makes the new one, both from the same ``fstat`` and ``read_range``.
+Every reader opens a session file with ``open_session``: only regular files are session files,
+so a FIFO, a device or a folder put where a session was is refused before anything could block
+on it or read forever. The indexer and the service read a session file open once: ``plan_open``
+compares it with its cursor and ``cursor_at`` makes the new one, both from the same ``fstat``
+and ``read_range``.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -59,6 +63,54 @@ def iter_session_files(root: Path) -> Iterator[Path]:
         stack.extend(reversed(subfolders))
 
 
+class NotRegularFile(OSError):
+    """A session path that holds a folder, FIFO, socket or device: never opened for reading."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse(path: Path, mode: int) -> NotRegularFile:
+    code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+    return NotRegularFile(
+        code, f"{_kind(mode)}, not a regular file (only regular files are sessions)", str(path)
+    )
+
+
+def open_session(path: Path) -> tuple[int, os.stat_result]:
+    """Open ``path`` for reading, never blocking: a descriptor and its ``fstat``; regular files only.
+
+    Opening a FIFO for reading blocks until a writer comes, reading one blocks until it writes,
+    and a device such as ``/dev/zero`` never ends; a folder opens fine on Linux and fails only
+    at the first read. So the path is ``stat``ed first (a device is never even opened), opened
+    ``O_NONBLOCK`` in case it was swapped in between, and checked again on the descriptor.
+    Raises ``NotRegularFile`` (an ``OSError``) for anything else, ``FileNotFoundError`` when
+    it is gone.
+    """
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, st.st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(path, st.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def read_range(fd: int, start: int, length: int) -> bytes:
     """``length`` bytes of an open file from ``start`` (fewer at its end); no read for an empty range."""
     return os.pread(fd, length, start) if length > 0 else b""
@@ -81,16 +133,15 @@ def cursor_at(fd: int, st: os.stat_result, offset: int) -> Cursor:
 def read_header(path: Path) -> SessionHeader | Literal[False] | None:
     """``path``'s header by Pi's rule (``session_header``), read without ever blocking.
 
-    Only regular files are session files: a FIFO would block the reader in ``open`` or ``read``
-    and a device may never end, so the file is opened non-blocking and anything else is "not a
-    session". Reading stops at the header, and never goes past the size the file had when it
-    was opened. Raises ``OSError`` when the file cannot be opened or read.
+    Anything but a regular file is "not a session" (``open_session``). Reading stops at the
+    header, and never goes past the size the file had when it was opened. Raises ``OSError``
+    when the file cannot be opened or read.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return False
+        fd, st = open_session(path)
+    except NotRegularFile:
+        return False
+    try:
         return session_header(_chunks(fd, st.st_size))
     finally:
         os.close(fd)

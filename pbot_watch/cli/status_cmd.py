@@ -92,6 +92,7 @@ def _lines(status: Any) -> list[str]:
         f"  heartbeat  {_ago(status.heartbeat)}",
         f"  activity   {status.activity}, {status.pending_files} files pending"
         + (f", {status.retrying_files} failing (retried)" if status.retrying_files else ""),
+        *([f"  working on {status.working_on}"] if status.working_on else []),
         f"  observer   {observer}",
         f"  roots      {roots or '-'}",
         f"  archive    {status.archive or 'per workspace (.pi/pbot/history)'}",

@@ -13,30 +13,41 @@ class LineSplitter:
     """Turns chunks of bytes into complete lines, keeping the unfinished tail.
 
     ``consumed`` is the file offset just past the last complete line: the offset a cursor
-    may safely persist, because everything before it has been handed out.
+    may safely persist, because everything before it has been handed out. An unfinished line
+    is kept as the list of chunks it came in and joined once, when its newline arrives: a
+    single line of many megabytes (a pasted log) costs one copy, not one per chunk.
     """
 
-    __slots__ = ("_tail", "consumed")
+    __slots__ = ("_parts", "_pending", "consumed")
 
     def __init__(self, consumed: int = 0) -> None:
-        self._tail = b""
+        self._parts: list[bytes] = []
+        self._pending = 0
         self.consumed = consumed
 
     @property
     def pending(self) -> int:
         """Bytes seen but not yet part of a complete line."""
-        return len(self._tail)
+        return self._pending
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if not chunk:
             return []
-        data = self._tail + chunk if self._tail else chunk
-        last = data.rfind(b"\n")
+        last = chunk.rfind(b"\n")
         if last < 0:
-            self._tail = data
+            self._parts.append(chunk)
+            self._pending += len(chunk)
             return []
+        if self._parts:
+            self._parts.append(chunk)
+            data = b"".join(self._parts)
+            last += self._pending
+        else:
+            data = chunk
         # split the whole buffer and keep the last piece as the tail: no copy of the buffer
         lines = data.split(b"\n")
-        self._tail = lines.pop()
+        tail = lines.pop()
+        self._parts = [tail] if tail else []
+        self._pending = len(tail)
         self.consumed += last + 1
         return lines

@@ -46,6 +46,7 @@ class StatusSource(Protocol):
     """What the reporter reads from the service (``Server``) each time it builds a status."""
 
     started: float
+    progress_at: float
     activity: Activity
     last_reconcile: float | None
     schedule: ReadSchedule
@@ -144,6 +145,8 @@ class StatusReporter:
             heartbeat=iso(now),
             heartbeat_epoch=now,
             heartbeat_seconds=HEARTBEAT_SECONDS,
+            progress_epoch=service.progress_at,
+            working_on=tailer.working_on if tailer else None,
             observer=watcher.info if watcher else ObserverInfo(kind="none", reason=None),
             roots=watcher.root_info() if watcher else [],
             archive=str(self.archive) if self.archive else None,
@@ -182,11 +185,12 @@ class StatusReporter:
     def _heartbeat(self) -> None:
         """Keep the heartbeat fresh while the consumer is inside one long read.
 
-        The first read of a very large session (about 7 s per 50 MB) runs without a tick; the
-        status would look stale although the service is working. This thread rewrites the last
-        status the consumer built, with a new heartbeat and uptime, only when the consumer has
-        not written one for a beat; it never builds a status itself (that reads the consumer's
-        state).
+        A long step (the first read of a very large session, a slow record listener) runs
+        without a tick; the status would look stale although the service is working. This thread
+        rewrites the last status the consumer built, with a new heartbeat and uptime, only when
+        the consumer has not written one for a beat; it never builds a status itself (that reads
+        the consumer's state). It also copies when the consumer last made progress and what it is
+        on, so a consumer stuck in one call shows as stuck, not as running.
         """
         while not self._stop.wait(HEARTBEAT_SECONDS / 2):
             with self._lock:
@@ -201,6 +205,8 @@ class StatusReporter:
                             "heartbeat_epoch": now,
                             "uptime_seconds": round(now - self.service.started, 1),
                             "activity": "busy",
+                            "progress_epoch": self.service.progress_at,
+                            "working_on": tailer.working_on if (tailer := self.service.tailer) else None,
                         }
                     )
                 )

@@ -68,6 +68,7 @@ class Server:
         self.changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
         self.lock = InstanceLock(settings.state_dir)
         self.started = time.time()
+        self.progress_at = self.started
         self.activity: Activity = "starting"
         self.last_reconcile: float | None = None
         self.schedule = ReadSchedule(settings.debounce_seconds)
@@ -143,6 +144,7 @@ class Server:
                 settings.max_sessions_in_memory,
                 self.extensions.listeners,
                 self.reporter.error,
+                on_progress=self.progressed,
             )
             self.watcher = Watcher(settings.sessions, self.changes, settings.poll, settings.poll_seconds)
             self.watcher.start()
@@ -215,8 +217,13 @@ class Server:
             for path in [p for p in self.tailer.known if p.is_relative_to(change.path)]:
                 self.schedule.mark(path, now)
 
+    def progressed(self) -> None:
+        """The consumer did a step of work (status tells a busy service from a stuck one by this)."""
+        self.progress_at = time.time()
+
     def on_tick(self) -> None:
         assert self.watcher is not None
+        self.progressed()
         now = time.monotonic()
         self.process_due(now)
         appeared, vanished = self.watcher.check()
@@ -252,11 +259,13 @@ class Server:
         assert self.context is not None
         with self.context.records_lock:
             report = self.tailer.sync(paths, catching_up=self._catching_up)
+        now = time.monotonic()
+        for path in report.more:
+            self.schedule.mark_overdue(path, now)
         if self._catching_up:
-            self._catching_up.difference_update(paths)
+            self._catching_up.difference_update(p for p in paths if p not in report.more)
             if not self._catching_up:
                 self._caught_up()
-        now = time.monotonic()
         if report.appended:
             self.idle.activity(now)
         self.schedule.finished(paths, report.failed, now)
@@ -265,6 +274,7 @@ class Server:
                 log.warning("session_warning", message=warning)
         if report.changed_state:
             self.reporter.changed()
+        self.progressed()
 
     def _caught_up(self) -> None:
         """One summary line for the start scan, as ``pbot-watch index`` prints one per pass."""

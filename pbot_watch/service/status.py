@@ -25,6 +25,9 @@ STATUS_FILE = "status.json"
 # STALE_BEATS missed beats (a frozen or suspended process, or one killed with -9).
 HEARTBEAT_SECONDS = 2.0
 STALE_BEATS = 3
+# The consumer thread proves it is not stuck by progressing: a tick, a piece of a file parsed, a
+# record written. A heartbeat without progress for this long is a stuck service, not a busy one.
+STUCK_SECONDS = 30.0
 MAX_ERRORS = 20
 MAX_WARNINGS = 50
 
@@ -63,6 +66,10 @@ class Status(BaseModel):
     heartbeat: str
     heartbeat_epoch: float
     heartbeat_seconds: float = HEARTBEAT_SECONDS
+    progress_epoch: float | None = Field(
+        None, description="the last time the reading thread made progress (a tick, a piece parsed, a record)"
+    )
+    working_on: str | None = Field(None, description="what the reading thread was doing at the heartbeat")
     observer: ObserverInfo = Field(default_factory=lambda: ObserverInfo(kind="none", reason=None))
     roots: list[RootInfo] = Field(default_factory=list)
     archive: str | None = Field(None, description="central archive folder, or none for per-workspace records")
@@ -140,4 +147,10 @@ def assess(state_dir: Path, status: Status | None, now: float | None = None) -> 
         return "stale", f"last heartbeat {age:.0f}s ago (pid {status.pid} is alive but not responding)"
     if not is_held(state_dir):
         return "stale", f"pid {status.pid} no longer holds the service lock"
+    if status.progress_epoch is not None and now - status.progress_epoch > STUCK_SECONDS:
+        doing = f" ({status.working_on})" if status.working_on else ""
+        return "stale", (
+            f"pid {status.pid} is alive but its reading thread made no progress for"
+            f" {now - status.progress_epoch:.0f}s{doing}"
+        )
     return "running", f"pid {status.pid}"

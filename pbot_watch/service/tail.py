@@ -35,7 +35,7 @@ from pbot_watch.pi.cursor import Cursor
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import RecordListener
 from pbot_watch.service.state import FileState, StateStore
-from pbot_watch.sources import plan_open, read_range
+from pbot_watch.sources import open_session, plan_open, read_range
 
 # Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
 # CJK, stored as 2-byte str) of a file's bytes. 32 MB of session files in memory is at most
@@ -43,6 +43,9 @@ from pbot_watch.sources import plan_open, read_range
 MEMORY_BUDGET_BYTES = 32 << 20
 # An unfinished last line (Pi died mid-write) is at most this long before we just re-read.
 PARTIAL_PEEK_BYTES = 1 << 20
+# New bytes read from one file per visit: a huge file (a 50 MB pasted log) is read over several
+# batches, and the files that changed meanwhile are served between them.
+READ_BUDGET_BYTES = 8 << 20
 
 log = structlog.get_logger("pbot_watch.service")
 
@@ -69,6 +72,8 @@ class BatchReport:
 
     appended: list[Path] = field(default_factory=list)
     failed: dict[Path, str] = field(default_factory=dict)
+    # Read up to the budget only: due again at once, their records wait for the rest.
+    more: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     changed_state: bool = False
 
@@ -77,14 +82,14 @@ def cursor_plan(path: Path, cursor: Cursor) -> str:
     """``plan()`` for a file that is not in memory: "nothing", "append", "reread" or "gone".
 
     An "append" that is only the unfinished last line we already saw is "nothing": its bytes
-    become parseable when their newline arrives, and that write brings another event.
+    become parseable when their newline arrives, and that write brings another event. Raises
+    ``OSError`` when the file cannot be read or is no longer a regular file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd, st = open_session(path)
     except FileNotFoundError:
         return "gone"
     try:
-        st = os.fstat(fd)
         decision = plan_open(fd, st, cursor)
         if decision == "append" and st.st_size - cursor.offset <= PARTIAL_PEEK_BYTES:
             rest = read_range(fd, cursor.offset, st.st_size - cursor.offset)
@@ -127,6 +132,7 @@ class Tailer:
         listeners: Iterable[RecordListener] = (),
         on_error: Callable[[str], None] | None = None,
         memory_budget: int = MEMORY_BUDGET_BYTES,
+        on_progress: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.state = state
@@ -134,13 +140,18 @@ class Tailer:
         self.memory_budget = memory_budget
         self.listeners = list(listeners)
         self.on_error = on_error
-        self.indexer = Indexer(store, on_record=self._record_written)
+        self.on_progress = on_progress
+        self.indexer = Indexer(store, on_record=self._record_written, on_progress=self._progress)
         self.known: dict[Path, FileState] = {p.path: p for p in state.files()}
         self._by_session: dict[str, set[Path]] = {}
         for known in self.known.values():
             if known.session_id is not None:
                 self._by_session.setdefault(known.session_id, set()).add(known.path)
         self._recent: OrderedDict[Path, None] = OrderedDict()
+        # Files read up to the budget, not to their end: whether what was read so far changed them.
+        self._partial: dict[Path, bool] = {}
+        # What the consumer is doing right now, for a status the heartbeat writes meanwhile.
+        self.working_on: str | None = None
         self.counters = Counters()
         self._released = 0.0
 
@@ -161,9 +172,10 @@ class Tailer:
         known = self.known.get(path)
         if known is None:
             return path.is_file()
-        decision = cursor_plan(path, known.cursor)
-        if decision == "gone":
-            return True
+        try:
+            decision = cursor_plan(path, known.cursor)
+        except OSError:
+            return True  # reading it reports why, and the file is retried
         return decision != "nothing"
 
     def startup_paths(self, present: Iterable[Path], excluded: Callable[[str], bool]) -> list[Path]:
@@ -193,9 +205,13 @@ class Tailer:
         for path in paths:
             if not self.needs_read(path):
                 continue
-            result = self._read(path, report)
+            result = self._read(path, report, READ_BUDGET_BYTES)
             if result is None:
                 continue
+            if result.more or path in self._partial:
+                result = self._continued(path, result, report)
+                if result is None:
+                    continue
             results[path] = result
             if result.bytes_read > 0 and path not in catching_up:
                 # A re-read (rewrite in place, or an evicted file growing) shows its full cost here.
@@ -210,19 +226,21 @@ class Tailer:
         for session_id, result in to_save.items():
             siblings = self._load_siblings(session_id, report)
             self.store.last_error = None
+            self.working_on = f"writing the record of session {session_id}"
             try:
                 saved = self.indexer.save_session(result)
                 error = self.store.last_error
             except OSError as raised:
                 error = raised
+            finally:
+                self.working_on = None
             if error is not None:
                 # Keep the old cursors and forget the parsed state: the retry re-reads from 0.
                 message = f"cannot write the record of session {session_id}: {error}"
                 log.error("record_write_failed", session=session_id, error=str(error))
                 for path in [result.path, *siblings]:
                     report.failed[path] = message
-                    self.indexer.forget(path)
-                    self._recent.pop(path, None)
+                    self._drop(path)
                 if self.on_error:
                     self.on_error(message)
                 continue
@@ -245,20 +263,36 @@ class Tailer:
                 skipped.update(p for p, t in self.indexer.files.items() if t.session_id == session_id)
             done.extend(siblings)
         self._persist([p for p in dict.fromkeys(done) if p not in report.failed], skipped)
-        report.changed_state = bool(results)
+        report.changed_state = bool(results or report.more)
         # Files read only to catch up (nobody appended to them since we last ran) are the bulk of
         # a first start; keeping them would make memory grow with the archive, not with activity.
         cold = [p for p in dict.fromkeys(done) if p in catching_up and p not in report.appended]
         self._trim(cold)
         return report
 
-    def _read(self, path: Path, report: BatchReport) -> SyncResult | None:
+    def _continued(self, path: Path, result: SyncResult, report: BatchReport) -> SyncResult | None:
+        """A file read over several visits: its record is saved once, after the last piece."""
+        changed = self._partial.pop(path, False) or result.changed
+        if result.outcome == "gone":
+            return result
+        if result.more:
+            self._partial[path] = changed
+            report.more.append(path)
+            self.counters.bytes_parsed_last_append = result.bytes_read
+            return None
+        result.changed = changed
+        return result
+
+    def _read(self, path: Path, report: BatchReport, budget: int | None = None) -> SyncResult | None:
+        self.working_on = f"reading {path}"
         try:
-            result = self.indexer.read(path)
+            result = self.indexer.read(path, budget)
         except OSError as error:
             report.failed[path] = f"cannot read {path}: {error}"
-            self.indexer.forget(path)
+            self._drop(path)
             return None
+        finally:
+            self.working_on = None
         self.counters.bytes_parsed_total += result.bytes_read
         if result.outcome == "gone":
             self._forget([path])
@@ -267,7 +301,7 @@ class Tailer:
             # A permission or I/O error: retried later with backoff, from 0.
             report.failed[path] = "; ".join(result.warnings) or f"cannot read {path}"
             log.error("session_read_failed", path=str(path), error=report.failed[path])
-            self.indexer.forget(path)
+            self._drop(path)
             if self.on_error:
                 self.on_error(report.failed[path])
             return None
@@ -289,14 +323,27 @@ class Tailer:
                 loaded.append(path)
         return loaded
 
+    def _drop(self, path: Path) -> None:
+        """Forget ``path``'s parsed state (not its cursor): the next attempt re-reads it from 0."""
+        self.indexer.forget(path)
+        self._recent.pop(path, None)
+        self._partial.pop(path, None)
+
+    def _progress(self, _size: int = 0) -> None:
+        if self.on_progress is not None:
+            self.on_progress()
+
     def _record_written(self, record: Path, session_id: str) -> None:
+        self._progress()
         for listener in self.listeners:
+            self.working_on = f"record listener {listener!r} on {record}"
             try:
                 listener(record, session_id)
             except Exception as error:  # a listener's bug must not stop indexing
                 log.exception("record_listener_failed", listener=repr(listener), record=str(record))
                 if self.on_error:
                     self.on_error(f"record listener {listener!r} failed on {record}: {error!r}")
+            self._progress()
 
     # ---- persistence and memory -----------------------------------------------------------
     def _persist(self, paths: list[Path], skipped: set[Path]) -> None:
@@ -331,8 +378,7 @@ class Tailer:
             return
         self.state.forget(paths)
         for path in paths:
-            self.indexer.forget(path)
-            self._recent.pop(path, None)
+            self._drop(path)
             known = self.known.pop(path, None)
             if known is not None and known.session_id is not None:
                 files = self._by_session.get(known.session_id)
@@ -343,11 +389,12 @@ class Tailer:
 
     def _trim(self, cold: Iterable[Path] = ()) -> None:
         """Drop ``cold`` files, then the least recently read ones beyond the count and byte budgets."""
+        # A file read over several visits is never dropped halfway: it would start over at 0.
         evicted = False
         for path in cold:
-            self.indexer.forget(path)
-            self._recent.pop(path, None)
-            evicted = True
+            if path not in self._partial:
+                self._drop(path)
+                evicted = True
 
         def over() -> bool:
             if len(self.indexer.files) > self.max_in_memory:
@@ -355,14 +402,14 @@ class Tailer:
             total = sum(t.state.reader.consumed for t in self.indexer.files.values())
             return total > self.memory_budget and len(self.indexer.files) > 1
 
-        while over() and self._recent:
-            path, _ = self._recent.popitem(last=False)
-            self.indexer.forget(path)
+        candidates = [p for p in self._recent if p not in self._partial]
+        while over() and candidates:
+            self._drop(candidates.pop(0))
             evicted = True
-        for path in [p for p in self.indexer.files if p not in self._recent]:
+        for path in [p for p in self.indexer.files if p not in self._recent and p not in self._partial]:
             if len(self.indexer.files) <= self.max_in_memory:
                 break
-            self.indexer.forget(path)
+            self._drop(path)
             evicted = True
         if evicted:
             self.store.forget_cached()

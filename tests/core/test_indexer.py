@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,57 @@ class TestSync:
         path.unlink()
         assert "gone" == indexer.sync(path).outcome
         assert 1 == len(records(tmp_path / "a"))
+
+    def test_budget_reads_a_file_in_pieces(self, tmp_path: Path) -> None:
+        """Reads bounded by a budget say when bytes remain, and end with the whole file's record."""
+        b = SessionBuilder(cwd=str(tmp_path))
+        b.turn("x" * 5000, "answer")
+        b.turn("second", "y" * 3000)
+        path = session(tmp_path, "s.jsonl", b)
+        indexer = Indexer(ArchiveStore(central=tmp_path / "pieces"))
+        pieces = []
+        while True:
+            result = indexer.read(path, budget=1024)
+            pieces.append(result.bytes_read)
+            if not result.more:
+                break
+        indexer.save_session(result)
+        Indexer(ArchiveStore(central=tmp_path / "once")).sync(path)
+        assert (sum(pieces), max(pieces)) == (path.stat().st_size, 1024)
+        assert records(tmp_path / "once") == records(tmp_path / "pieces")
+
+    def test_reads_stop_at_the_size_at_open(self, tmp_path: Path) -> None:
+        """A read never goes past the size the file had when it was opened (no endless file)."""
+        b = SessionBuilder(cwd=str(tmp_path))
+        b.turn("q", "a")
+        path = session(tmp_path, "s.jsonl", b)
+        result = Indexer(ArchiveStore(central=tmp_path / "a")).read(path)
+        assert (path.stat().st_size, False) == (result.bytes_read, result.more)
+
+    def test_not_a_regular_file_is_unreadable(self, tmp_path: Path) -> None:
+        """A folder, FIFO or device where a session was is reported, never opened for reading."""
+        indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
+        folder, fifo, device = tmp_path / "f.jsonl", tmp_path / "p.jsonl", tmp_path / "d.jsonl"
+        folder.mkdir()
+        os.mkfifo(fifo)
+        device.symlink_to("/dev/zero")
+        outcomes = {p.name: (r.outcome, r.warnings) for p in (folder, fifo, device) if (r := indexer.read(p))}
+        assert {
+            "f.jsonl": (
+                "unreadable",
+                [f"{folder}: cannot read: a folder, not a regular file (only regular files are sessions)"],
+            ),
+            "p.jsonl": (
+                "unreadable",
+                [f"{fifo}: cannot read: a FIFO, not a regular file (only regular files are sessions)"],
+            ),
+            "d.jsonl": (
+                "unreadable",
+                [
+                    f"{device}: cannot read: a character device, not a regular file (only regular files are sessions)"
+                ],
+            ),
+        } == outcomes
 
 
 class TestIndexAll:

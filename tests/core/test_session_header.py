@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.pi.entries import SessionHeader, session_header
-from pbot_watch.sources import read_header
+from pbot_watch.sources import NotRegularFile, open_session, read_header
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -139,6 +139,44 @@ class TestReadHeader:
         """A file that is gone is the caller's to report."""
         with pytest.raises(FileNotFoundError):
             read_header(tmp_path / "gone.jsonl")
+
+
+class TestOpenSession:
+    """``open_session``: every reader's way in; regular files only, never blocking."""
+
+    def test_regular_file_opens(self, tmp_path: Path) -> None:
+        """A regular file gives a descriptor and its stat."""
+        path = tmp_path / "s.jsonl"
+        path.write_bytes(b"x\n")
+        fd, st = open_session(path)
+        os.close(fd)
+        assert 2 == st.st_size
+
+    def test_symlink_to_a_regular_file_opens(self, tmp_path: Path) -> None:
+        """A symlink to a session file is followed, as the scan follows it."""
+        path = tmp_path / "s.jsonl"
+        path.write_bytes(b"x\n")
+        link = tmp_path / "link.jsonl"
+        link.symlink_to(path)
+        fd, st = open_session(link)
+        os.close(fd)
+        assert path.stat().st_ino == st.st_ino
+
+    @pytest.mark.parametrize(
+        ("kind", "named"), [("folder", "a folder"), ("fifo", "a FIFO"), ("device", "a character device")]
+    )
+    def test_anything_else_is_refused(self, tmp_path: Path, kind: str, named: str) -> None:
+        """A folder, a FIFO (even with a writer waiting) or a device is refused, naming what it is."""
+        path = tmp_path / "s.jsonl"
+        if kind == "folder":
+            path.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+        with pytest.raises(NotRegularFile) as raised:
+            open_session(path)
+        assert f"{named}, not a regular file (only regular files are sessions)" == raised.value.strerror
 
 
 class TestIndexedIsSearchable:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config import default_state_dir
+from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import Status, assess, iso, read_status, write_status
 from tests.service.watcher import ServiceProcess
 from tests.support.paths import FIXTURES
@@ -115,6 +116,26 @@ class TestStatusCommand:
         status = fake_status(os.getpid(), age=0)
         write_status(folder, status)
         assert assess(folder, read_status(folder))[0] == "stale"
+
+    def test_stuck_reading_thread_is_stale(self) -> None:
+        """A fresh heartbeat from a service whose reading thread made no progress for long is stale."""
+        folder = _state_dir()
+        lock = InstanceLock(folder)
+        lock.acquire()
+        try:
+            status = fake_status(os.getpid(), age=0)
+            stuck = status.model_copy(
+                update={"progress_epoch": time.time() - 60, "working_on": "reading /s.jsonl"}
+            )
+            write_status(folder, stuck)
+            result = status_cli("--json")
+            document = json.loads(result.stdout)
+            assert (3, "stale") == (result.returncode, document["state"])
+            assert "made no progress for 60s (reading /s.jsonl)" in document["detail"]
+            write_status(folder, status.model_copy(update={"progress_epoch": time.time()}))
+            assert 0 == status_cli().returncode
+        finally:
+            lock.release()
 
     def test_state_dir_flag(self, tmp_path: Path) -> None:
         """``--state-dir`` reads another folder's status."""

@@ -1,0 +1,222 @@
+"""What ``pbot-watch run`` does with odd files: nothing in a user's files stops it.
+
+Each test is a row of the table in ``docs/service.md`` ("What pbot-watch does with odd files"),
+played against the real service in a subprocess: a tracked session is replaced by a folder, a
+FIFO, a device or a file the service may not read, and the service keeps running, keeps
+serving the other sessions, says what is wrong in status, retries, and stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.service.watcher import Expect, ServiceProcess, append, lines_of, one_shot, records, wait_for
+from tests.support.paths import FIXTURES
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+
+PLAIN = FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"
+# SIGTERM must be honoured within seconds whatever is in the watched folders.
+STOP_SECONDS = 5.0
+
+
+@pytest.fixture
+def two_sessions(tmp_path: Path) -> tuple[Path, Path, Path, Expect]:
+    """A session root with two sessions: ``odd`` (to be replaced) and ``other`` (appended to)."""
+    sessions = tmp_path / "sessions"
+    folder = sessions / "--proj--"
+    folder.mkdir(parents=True)
+    odd = folder / "odd.jsonl"
+    other = folder / "other.jsonl"
+    shutil.copy(FIXTURES / "real-v3" / "03-tour-kitchen-sink.jsonl", odd)
+    lines = lines_of(PLAIN)
+    append(other, b"".join(lines[:4]))
+    return odd, other, tmp_path / "archive", Expect([sessions], tmp_path / "archive", tmp_path)
+
+
+def stop_quickly(service: ServiceProcess) -> float:
+    """SIGTERM; the exit code must be 0; returns how long it took."""
+    started = time.monotonic()
+    assert service.stop(timeout=STOP_SECONDS) == 0
+    return time.monotonic() - started
+
+
+def append_rest(other: Path) -> None:
+    """The rest of the plain session, appended to ``other`` while the odd file is in place."""
+    append(other, b"".join(lines_of(PLAIN)[4:]))
+
+
+def drop_dac_override() -> list[str]:
+    """A command prefix under which the service cannot read a mode-000 file, even as root.
+
+    Root reads any file through CAP_DAC_OVERRIDE; ``setpriv`` starts the service without that
+    capability (and without CAP_DAC_READ_SEARCH), so permissions apply to it as to a user.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: a mode-000 file would be readable to the service")
+    prefix = [
+        setpriv,
+        "--inh-caps=-dac_override,-dac_read_search",
+        "--bounding-set=-dac_override,-dac_read_search",
+    ]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"setpriv cannot drop capabilities here: {probe.stderr.decode(errors='replace')}")
+    return prefix
+
+
+def without_override(sessions: Path, archive: Path) -> ServiceProcess:
+    service = ServiceProcess([sessions], archive)
+    service.args = [*drop_dac_override(), *service.args]
+    return service
+
+
+class TestReplacedWhileRunning:
+    """A tracked session replaced while the service runs: the others go on, status says why."""
+
+    def test_folder(self, two_sessions: tuple[Path, Path, Path, Expect]) -> None:
+        """A folder in a session's place: an error naming it in status, retried; the service goes on."""
+        odd, other, archive, expect = two_sessions
+        with ServiceProcess([odd.parent.parent], archive).start() as service:
+            expect.same(service=service)
+            expect.kept.add(session_id(odd))
+            odd.unlink()
+            odd.mkdir()
+            status = service.wait_status(lambda s: s.retrying_files == 1, "the folder to be reported")
+            assert f"{odd}: cannot read: a folder, not a regular file" in status.errors[-1].message
+            append_rest(other)
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_fifo(self, two_sessions: tuple[Path, Path, Path, Expect]) -> None:
+        """A FIFO in a session's place is never opened: no reader blocks, a writer finds none."""
+        odd, other, archive, expect = two_sessions
+        with ServiceProcess([odd.parent.parent], archive).start() as service:
+            expect.same(service=service)
+            expect.kept.add(session_id(odd))
+            odd.unlink()
+            os.mkfifo(odd)
+            status = service.wait_status(lambda s: s.retrying_files == 1, "the FIFO to be reported")
+            assert f"{odd}: cannot read: a FIFO, not a regular file" in status.errors[-1].message
+            # Nobody holds it open for reading: a non-blocking writer finds no reader.
+            with pytest.raises(OSError, match="No such device or address") as raised:
+                os.open(odd, os.O_WRONLY | os.O_NONBLOCK)
+            assert errno.ENXIO == raised.value.errno
+            append_rest(other)
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_symlink_to_dev_zero(self, two_sessions: tuple[Path, Path, Path, Expect]) -> None:
+        """A symlink to ``/dev/zero`` in a session's place is never read: no spinning, no memory."""
+        odd, other, archive, expect = two_sessions
+        with ServiceProcess([odd.parent.parent], archive).start() as service:
+            expect.same(service=service)
+            expect.kept.add(session_id(odd))
+            odd.unlink()
+            odd.symlink_to("/dev/zero")
+            status = service.wait_status(lambda s: s.retrying_files == 1, "the device to be reported")
+            assert f"{odd}: cannot read: a character device, not a regular file" in status.errors[-1].message
+            append_rest(other)
+            expect.same(service=service)
+            assert service_rss_mb(service) < 150
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_unreadable(self, two_sessions: tuple[Path, Path, Path, Expect]) -> None:
+        """A session made unreadable: an error in status, retried, read again once readable."""
+        odd, other, archive, expect = two_sessions
+        with without_override(odd.parent.parent, archive).start() as service:
+            expect.same(service=service)
+            odd.chmod(0)
+            append(odd, b"".join(lines_of(PLAIN)[1:]))
+            status = service.wait_status(
+                lambda s: s.retrying_files == 1, "the unreadable file to be reported"
+            )
+            assert f"{odd}: cannot read: Permission denied" in status.errors[-1].message
+            append_rest(other)
+            wanted = expect_one(other, expect)[session_id(other)]
+            wait_for(
+                lambda: records(archive).get(session_id(other)) == wanted, what="the other session's record"
+            )
+            odd.chmod(0o644)
+            append(odd, b"\n")  # the write that makes the service look again (a retry would too)
+            expect.same(service=service)
+            service.wait_status(lambda s: s.retrying_files == 0, "the retry to succeed")
+            assert stop_quickly(service) < STOP_SECONDS
+
+
+class TestAtTheNextStart:
+    """The service starts whatever it finds where a tracked session was."""
+
+    def test_unreadable(self, two_sessions: tuple[Path, Path, Path, Expect]) -> None:
+        """An unreadable tracked session at start: the service runs, says so, and reads the rest."""
+        odd, other, archive, expect = two_sessions
+        with without_override(odd.parent.parent, archive).start() as service:
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+        odd.chmod(0)
+        append(odd, b"".join(lines_of(PLAIN)[1:]))
+        append_rest(other)
+        with without_override(odd.parent.parent, archive).start(wait=False) as service:
+            status = service.wait_status(
+                lambda s: s.running and s.retrying_files == 1, "the unreadable file to be reported"
+            )
+            assert f"{odd}: cannot read: Permission denied" in status.errors[-1].message
+            wanted = expect_one(other, expect)[session_id(other)]
+            wait_for(
+                lambda: records(archive).get(session_id(other)) == wanted, what="the other session's record"
+            )
+            odd.chmod(0o644)
+            append(odd, b"\n")
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+
+    @pytest.mark.parametrize("kind", ["folder", "fifo", "dev-zero"])
+    def test_not_a_regular_file(self, two_sessions: tuple[Path, Path, Path, Expect], kind: str) -> None:
+        """A folder, FIFO or device where a tracked session was: not a session; the start goes on."""
+        odd, other, archive, expect = two_sessions
+        with ServiceProcess([odd.parent.parent], archive).start() as service:
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+        expect.kept.add(session_id(odd))
+        odd.unlink()
+        if kind == "folder":
+            odd.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(odd)
+        else:
+            odd.symlink_to("/dev/zero")
+        append_rest(other)
+        with ServiceProcess([odd.parent.parent], archive).start() as service:
+            expect.same(service=service)
+            assert service.wait_status(lambda s: True, "status").errors == []
+            assert stop_quickly(service) < STOP_SECONDS
+
+
+def session_id(path: Path) -> str:
+    return str(json.loads(path.read_bytes().split(b"\n", 1)[0])["id"])
+
+
+def expect_one(path: Path, expect: Expect) -> dict[str, dict[str, object]]:
+    """A one-shot index of ``path`` alone, in a fresh folder."""
+    alone = expect.scratch / f"alone-{path.stem}-{time.monotonic_ns()}"
+    (alone / "sessions").mkdir(parents=True)
+    shutil.copy(path, alone / "sessions" / path.name)
+    return one_shot([alone / "sessions"], alone / "archive")
+
+
+def service_rss_mb(service: ServiceProcess) -> float:
+    for row in Path(f"/proc/{service.pid}/status").read_text().splitlines():
+        if row.startswith("VmRSS:"):
+            return int(row.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
