@@ -12,12 +12,12 @@ handful of keys per entry, so one bad field in one entry cannot lose the rest of
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pbot_watch.pi.jsonline import Malformed, loads_line
 from pbot_watch.pi.lines import LineSplitter
 
 CURRENT_SESSION_VERSION = 3
@@ -55,14 +55,6 @@ class SessionHeader(_Open):
             return float(self.version)
         except (TypeError, ValueError):
             return CURRENT_SESSION_VERSION
-
-
-def _reject_constant(name: str) -> Any:
-    # JSON.parse rejects NaN and Infinity; so must we, or a line Pi skips would count here.
-    raise ValueError(name)
-
-
-_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
 def v1_entry_id(session_id: str, ordinal: int) -> str:
@@ -130,14 +122,8 @@ class SessionReader:
             self.blank += 1
             return None
         try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            text = line.decode("utf-8", "replace")  # as Node decodes, before JSON.parse
-        try:
-            value = _DECODE(text)
-        except (ValueError, RecursionError):
-            # RecursionError: nesting deeper than Python's parser goes (JSON.parse goes further;
-            # no Pi entry is nested like that, and one bad line must not stop the file).
+            value = loads_line(line)
+        except Malformed:
             self.malformed += 1
             return None
         if self.not_session:

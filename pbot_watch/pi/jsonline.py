@@ -1,0 +1,59 @@
+r"""One JSONL line to a value, as Pi's ``JSON.parse`` sees it, at the speed of a C decoder.
+
+Decoding is most of the cost of reading a session, so lines go to msgspec first: it reads the
+bytes without a separate UTF-8 decode and is about twice as fast as the standard library on
+Pi's lines (``bench/first_run.py`` measures both). Where msgspec and ``JSON.parse`` could
+disagree, msgspec refuses the line, and the standard library, set up to behave like
+``JSON.parse``, decides:
+
+* invalid UTF-8 (msgspec refuses it): Node decodes a file with U+FFFD replacement before
+  ``JSON.parse`` sees it, so the line is decoded that way, then parsed;
+* ``\ud800`` escapes without their pair (msgspec refuses them): JavaScript keeps the lone
+  surrogate in the string, and so does Python's ``json``;
+* numbers beyond a double (``1e400``, which msgspec refuses): ``JSON.parse`` gives Infinity;
+* ``NaN`` and ``Infinity`` literals: both refuse them, as ``JSON.parse`` does.
+
+Everything else is the same on both paths: duplicate keys (the last one wins), integers of
+any size (kept exact; ``jstext.js_number`` prints them as JavaScript would), and nesting deeper
+than the decoder goes, which both report as an error and the reader counts as malformed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+_FAST = msgspec.json.Decoder().decode
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON.parse rejects NaN and Infinity; so must we, or a line Pi skips would count here.
+    raise ValueError(name)
+
+
+_STDLIB = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+class Malformed(ValueError):
+    """The line is not JSON that ``JSON.parse`` would accept (or nests deeper than we decode)."""
+
+
+def loads_line(line: bytes) -> Any:
+    """The JSON value of one line of a session file; raises ``Malformed``."""
+    try:
+        return _FAST(line)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    # The rare line msgspec refuses: decide it exactly as JSON.parse would.
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        text = line.decode("utf-8", "replace")  # as Node decodes, before JSON.parse
+    try:
+        return _STDLIB(text)
+    except (ValueError, RecursionError) as error:
+        # RecursionError: nesting deeper than Python's parser goes (JSON.parse goes further;
+        # no Pi entry is nested like that, and one bad line must not stop the file).
+        raise Malformed(str(error)) from None
