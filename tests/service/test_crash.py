@@ -31,14 +31,21 @@ class Writer(threading.Thread):
         self.rng = rng
         self.todo = [(folder / name, lines_of(FIXTURES / "real-v3" / name)) for name in SOURCES]
         self.stop = threading.Event()
+        # The last line of each session waits for this, so the sessions are still growing when
+        # the test kills the service the first few times, however slowly a loaded machine starts it.
+        self.finish = threading.Event()
+
+    def _end(self, lines: list[bytes]) -> int:
+        return len(lines) if self.finish.is_set() else len(lines) - 1
 
     def run(self) -> None:
         position = [0] * len(self.todo)
-        while not self.stop.is_set() and any(
-            p < len(lines) for p, (_, lines) in zip(position, self.todo, strict=True)
+        while not self.stop.is_set() and (
+            not self.finish.is_set()
+            or any(p < len(lines) for p, (_, lines) in zip(position, self.todo, strict=True))
         ):
             for i, (path, lines) in enumerate(self.todo):
-                if position[i] >= len(lines):
+                if position[i] >= self._end(lines):
                     continue
                 line = lines[position[i]]
                 if self.rng.random() < 0.3:
@@ -92,6 +99,9 @@ def test_kill_9_while_sessions_grow(tmp_path: Path) -> None:
             time.sleep(rng.uniform(0.1, 1.0))  # a random moment to kill at: the point of the test
             service.kill()
             kills += 1
+            if kills >= 2:
+                writer.finish.set()
+        writer.finish.set()
         writer.stop.set()
         writer.join(30)
         with ServiceProcess([sessions], archive).start() as service:
