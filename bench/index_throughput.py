@@ -107,6 +107,11 @@ class Corpus:
         self.leaf: str | None = None
         self.clock = start_ms
         self.size = 0
+        # None: tool output of 5-900 lines (Pi's 50 KB cap); a number: the mean line count,
+        # set by ``generate`` so that a fixed number of exchanges fills a session's size.
+        self.tool_lines: float | None = None
+        self.tool_bytes = 0
+        self.tool_calls = 0
         self.add_raw({"type": "session", "version": 3, "id": session_id, "timestamp": self.iso(), "cwd": cwd})
 
     def iso(self) -> str:
@@ -185,8 +190,13 @@ class Corpus:
 
     def tool_result(self) -> str:
         # Pi truncates bash output to 2000 lines / 50 KB: long lines of plausible output.
-        lines = self.rng.randint(5, 900)
+        if self.tool_lines is None:
+            lines = self.rng.randint(5, 900)
+        else:
+            lines = self.rng.randint(0, max(0, round(2 * self.tool_lines)))
         output = "\n".join(f"src/module_{i % 97}.py:{i}: {words(self.rng, 6)}" for i in range(lines))
+        self.tool_calls += 1
+        self.tool_bytes += len(output.encode())
         return self.message(
             {
                 "role": "toolResult",
@@ -219,10 +229,32 @@ class Corpus:
         path.write_text("\n".join(self.lines) + "\n", encoding="utf-8")
 
 
+TOOL_LINE_BYTES = 55
+"""About the UTF-8 size of one generated tool-output line (with its newline)."""
+
+
+def size_tool_output(corpus: Corpus, target: float, turns_left: int) -> None:
+    """Aim the next turn's tool output at the bytes left per turn, from what earlier turns cost.
+
+    The bytes of a turn other than tool output (messages, thinking, usage) and the number of
+    tool calls per turn are measured on the session so far; the tool output takes the rest.
+    """
+    turns = max(1, len(corpus.answers))
+    overhead = (corpus.size - corpus.tool_bytes) / turns if corpus.answers else 4_000
+    calls = corpus.tool_calls / turns if corpus.answers else 2.1
+    budget = (target - corpus.size) / max(1, turns_left)
+    corpus.tool_lines = max(0.0, (budget - overhead) / (max(calls, 0.5) * TOOL_LINE_BYTES))
+
+
 def generate(
-    out: Path, sessions: int, size_mb: float, workspaces: int, seed: int = 7
+    out: Path, sessions: int, size_mb: float, workspaces: int, seed: int = 7, exchanges: int | None = None
 ) -> tuple[Path, list[Path]]:
-    """Write the corpus under ``out``; returns the sessions root and the workspace folders."""
+    """Write the corpus under ``out``; returns the sessions root and the workspace folders.
+
+    With ``exchanges``, every session has that many exchanges (one per turn) and tool output
+    is sized to fill the session's share of ``size_mb``; without it, sessions grow turn by
+    turn to their share with Pi-sized tool output (few, long exchanges).
+    """
     rng = random.Random(seed)
     root = out / "sessions"
     spaces = [out / "workspaces" / f"project-{i}" for i in range(workspaces)]
@@ -240,6 +272,8 @@ def generate(
         corpus.system()
         target = left / (sessions - n) * rng.uniform(0.3, 1.7)
         while True:
+            if exchanges is not None:
+                size_tool_output(corpus, target, exchanges - len(corpus.answers))
             corpus.turn()
             roll = rng.random()
             if roll < 0.06 and len(corpus.answers) > 2:
@@ -255,7 +289,7 @@ def generate(
                     firstKeptEntryId=corpus.ids[-3],
                     tokensBefore=rng.randint(50_000, 150_000),
                 )
-            if corpus.size >= target:
+            if (len(corpus.answers) >= exchanges) if exchanges is not None else corpus.size >= target:
                 break
         folder = root / ("--" + str(cwd).strip("/").replace("/", "-") + "--")
         corpus.write(folder / f"{n:04d}_{session_id}.jsonl")

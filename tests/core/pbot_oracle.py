@@ -40,14 +40,39 @@ def seed_file(name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def write_sources(install: PiInstall) -> Path:
+    """pbot's history modules and our glue in a fresh folder below the Pi install; returns it.
+
+    The sources must sit below the Pi install so that Node resolves its package. The caller
+    removes the folder when done.
+    """
+    src = Path(tempfile.mkdtemp(prefix="seed-", dir=install.prefix))
+    history = seed_file("src/integrations/pi/history.ts")
+    fallback = next(line.strip() for line in history.splitlines() if FALLBACK_MARK in line)
+    history += f"export function fallbackName(session: any) {{ {fallback} }}\n"
+    files = {
+        "src/integrations/pi/history.ts": history,
+        "src/services/history/history-service.ts": seed_file("src/services/history/history-service.ts"),
+        "src/model/history.ts": seed_file("src/model/history.ts"),
+        "src/common/validation.js": (
+            "export function requireThat(value, message) { if (!value) throw new Error(message); }\n"
+        ),
+        "src/common/paths.js": 'export const resourceRoot = "";\n',
+        "package.json": '{"type": "module"}\n',
+    }
+    for name, text in files.items():
+        path = src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return src
+
+
 class Oracle:
     """A long-running Node process that answers one job per line."""
 
     def __init__(self, install: PiInstall) -> None:
         self.node = install.node
-        # The sources must sit below the Pi install so that Node resolves its package.
-        self.src = Path(tempfile.mkdtemp(prefix="seed-", dir=install.prefix))
-        self._write_sources()
+        self.src = write_sources(install)
         self.proc = subprocess.Popen(
             [str(self.node), "--experimental-transform-types", "--no-warnings", str(DRIVER), str(self.src)],
             stdin=subprocess.PIPE,
@@ -56,25 +81,6 @@ class Oracle:
             text=True,
             encoding="utf-8",
         )
-
-    def _write_sources(self) -> None:
-        history = seed_file("src/integrations/pi/history.ts")
-        fallback = next(line.strip() for line in history.splitlines() if FALLBACK_MARK in line)
-        history += f"export function fallbackName(session: any) {{ {fallback} }}\n"
-        files = {
-            "src/integrations/pi/history.ts": history,
-            "src/services/history/history-service.ts": seed_file("src/services/history/history-service.ts"),
-            "src/model/history.ts": seed_file("src/model/history.ts"),
-            "src/common/validation.js": (
-                "export function requireThat(value, message) { if (!value) throw new Error(message); }\n"
-            ),
-            "src/common/paths.js": 'export const resourceRoot = "";\n',
-            "package.json": '{"type": "module"}\n',
-        }
-        for name, text in files.items():
-            path = self.src / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
 
     def record(
         self, content: bytes, record_id: str, previous: dict[str, Any] | None = None

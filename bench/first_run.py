@@ -1,0 +1,426 @@
+"""A new user's first run on a large history, against personal-bot 0.2.3's own cold load.
+
+Generates Pi sessions of the shape a heavy user has (``--exchanges`` per session, Pi-like
+message and tool-output sizes, ``bench/index_throughput.py``'s generator) at two sizes, by
+default the 634 MB history of 300 sessions x 200 exchanges and a 50 MB one of the same shape,
+and measures on each, every figure as wall and CPU seconds of the process that does the work:
+
+* ``pbot``: personal-bot 0.2.3's own cold load (its TypeScript on Node 22 with Pi 1.6.0, the
+  parity oracle's set-up; ``bench/pbot_load.mjs``): every session projected, indexed, written;
+* ``index``: ``pbot-watch index`` on an empty archive, interleaved with ``pbot`` (``--repeat``);
+* ``search build``: the first ``pbot-watch search`` on those records (it builds the search
+  index), and the index's size on disk against the record bytes;
+* ``run``: ``pbot-watch run`` from an empty state and archive, until the newest session is
+  searchable, until every session is, and until it logs ``caught_up``; its peak RSS;
+* ``decode``: reading every line with the standard library's ``json`` and with msgspec.
+
+Then it prints the figures side by side with how each grew from the small corpus to the large
+one, against the growth in bytes. Targets (2-core machine): newest session searchable within
+10 s of ``run`` starting, everything within 60 s, ``index`` within 1.0x of pbot's cold load,
+peak RSS under 200 MB. Run by hand::
+
+    .venv/bin/python bench/first_run.py                         # 50 MB and 634 MB, temp dirs
+    .venv/bin/python bench/first_run.py --out /tmp/first-run    # keep (and reuse) the corpora
+    .venv/bin/python bench/first_run.py --sizes 634 --skip run,search
+
+Figures are printed, never asserted: ``tests/core/test_first_run_bench.py`` only runs it tiny.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+TOTAL_MB = 634.0
+SESSIONS = 300
+EXCHANGES = 200
+POLL_SECONDS = 0.05
+RUN_TIMEOUT_S = 1800.0
+
+
+@dataclass
+class Timed:
+    """One child process: wall and CPU seconds (user + system), peak RSS, its output."""
+
+    wall: float
+    cpu: float
+    rss_mb: float
+    out: str
+    code: int
+
+    def figures(self) -> dict[str, Any]:
+        return {"s": round(self.wall, 2), "cpu s": round(self.cpu, 2), "peak RSS MB": round(self.rss_mb)}
+
+
+def pbot_watch() -> list[str]:
+    exe = shutil.which("pbot-watch", path=str(Path(sys.executable).parent)) or shutil.which("pbot-watch")
+    return [exe] if exe else [sys.executable, "-c", "from pbot_watch.cli import main; main()"]
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> Timed:
+    """Run ``argv`` to its end; its own rusage (``wait4``), not that of other children."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    return Timed(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out, proc.returncode)
+
+
+def newest_session(root: Path) -> tuple[str, Path]:
+    from pbot_watch.sources import iter_session_files, known_header
+
+    path = max(iter_session_files(root), key=lambda p: p.stat().st_mtime_ns)
+    header = known_header(path)
+    assert header is not None
+    return header.id, path
+
+
+def clear_records(spaces: list[Path]) -> None:
+    for space in spaces:
+        shutil.rmtree(space / ".pi", ignore_errors=True)
+    os.sync()
+
+
+def tree_bytes(root: Path, pattern: str) -> int:
+    return sum(p.stat().st_size for p in root.rglob(pattern) if p.is_file())
+
+
+def db_bytes(db: Path) -> int:
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+
+
+# ---- the phases ------------------------------------------------------------------------------
+
+
+def corpus(out: Path, sessions: int, size_mb: float, exchanges: int) -> tuple[Path, list[Path]]:
+    """The corpus under ``out``, generated unless already there."""
+    from index_throughput import generate
+
+    root = out / "sessions"
+    if root.is_dir():
+        return root, sorted((out / "workspaces").iterdir())
+    return generate(out, sessions, size_mb, workspaces=8, exchanges=exchanges)
+
+
+class Pbot:
+    """personal-bot 0.2.3's sources beside the cached Pi install, or why they cannot be had."""
+
+    def __init__(self) -> None:
+        self.why: str | None = None
+        self.src: Path | None = None
+        try:
+            from tests.core.pbot_oracle import write_sources
+            from tests.e2e.pi_install import InstallFailed, Unavailable, ensure_pi
+        except ImportError as error:
+            self.why = f"cannot import the oracle's set-up: {error}"
+            return
+        try:
+            self.install = ensure_pi(os.environ)
+        except (Unavailable, InstallFailed) as error:
+            self.why = str(error)
+            return
+        self.src = write_sources(self.install)
+
+    def load(self, root: Path) -> dict[str, Any]:
+        assert self.src is not None
+        out = Path(tempfile.mkdtemp(prefix="pbot-records-"))
+        try:
+            node = [str(self.install.node), "--experimental-transform-types", "--no-warnings"]
+            result = timed([*node, str(HERE / "pbot_load.mjs"), str(self.src), str(root), str(out)])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        if result.code != 0:
+            raise SystemExit(f"pbot's load failed: {result.out}")
+        inside = json.loads(result.out.strip().splitlines()[-1])
+        return {
+            **result.figures(),
+            "records": inside["records"],
+            "exchanges": inside["exchanges"],
+        }
+
+    def close(self) -> None:
+        if self.src is not None:
+            shutil.rmtree(self.src, ignore_errors=True)
+
+
+def index_cold(root: Path, spaces: list[Path]) -> dict[str, Any]:
+    clear_records(spaces)
+    result = timed([*pbot_watch(), "index", "--sessions", str(root)])
+    if result.code != 0:
+        raise SystemExit(f"pbot-watch index failed: {result.out}")
+    return {**result.figures(), "summary": result.out.strip().splitlines()[-1]}
+
+
+def search_build(root: Path, spaces: list[Path]) -> dict[str, Any]:
+    """The first search after ``index``: it builds the history index from the records."""
+    state = Path(tempfile.mkdtemp(prefix="pbot-state-"))
+    try:
+        env = {**os.environ, "PBOT_WATCH_STATE_DIR": str(state)}
+        result = timed([*pbot_watch(), "search", "--sessions", str(root), "--json", "pattern"], env)
+        if result.code != 0:
+            raise SystemExit(f"pbot-watch search failed: {result.out}")
+        size = db_bytes(state / "search.db")
+        records = sum(tree_bytes(space / ".pi", "*.json") for space in spaces)
+        return {
+            **result.figures(),
+            "index MB": round(size / 1e6, 1),
+            "record MB": round(records / 1e6, 1),
+            "index / record bytes": round(size / records, 2) if records else None,
+        }
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _count(db: Path, sql: str, *args: Any) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
+    except sqlite3.Error:
+        return 0
+    try:
+        return int(conn.execute(sql, args).fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        conn.close()
+
+
+def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
+    """``pbot-watch run`` on an empty state: when the newest, then every session is searchable."""
+    clear_records(spaces)
+    newest, _ = newest_session(root)
+    state = Path(tempfile.mkdtemp(prefix="pbot-state-"))
+    db = state / "search.db"
+    argv = [*pbot_watch(), "run", "--sessions", str(root), "--state-dir", str(state)]
+    argv += ["--idle-seconds", "3600", "--log-format", "json"]
+    caught_up: list[float] = []
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def follow() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if '"caught_up"' in line and not caught_up:
+                caught_up.append(time.perf_counter() - start)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    newest_at: float | None = None
+    all_at: float | None = None
+    deadline = start + RUN_TIMEOUT_S
+    try:
+        while time.perf_counter() < deadline and proc.poll() is None:
+            if newest_at is None and _count(db, "SELECT count(*) FROM records WHERE session_id = ?", newest):
+                newest_at = time.perf_counter() - start
+            if all_at is None and _count(db, "SELECT count(DISTINCT session_id) FROM records") >= sessions:
+                all_at = time.perf_counter() - start
+            if newest_at is not None and all_at is not None and caught_up:
+                break
+            time.sleep(POLL_SECONDS)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, _, usage = os.wait4(proc.pid, 0)
+        proc.returncode = 0
+        reader.join(5)
+        shutil.rmtree(state, ignore_errors=True)
+    return {
+        "newest searchable s": round(newest_at, 2) if newest_at is not None else None,
+        "all searchable s": round(all_at, 2) if all_at is not None else None,
+        "caught up s": round(caught_up[0], 2) if caught_up else None,
+        "cpu s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak RSS MB": round(usage.ru_maxrss / 1024),
+    }
+
+
+def decode(root: Path) -> dict[str, Any]:
+    """CPU seconds to decode every line: the standard library, then msgspec (what the reader uses)."""
+    import msgspec
+
+    lines = [line for p in sorted(root.rglob("*.jsonl")) for line in p.read_bytes().split(b"\n") if line]
+    stdlib = json.JSONDecoder().decode
+    fast = msgspec.json.Decoder().decode
+    started = time.process_time()
+    for line in lines:
+        stdlib(line.decode("utf-8"))
+    middle = time.process_time()
+    for line in lines:
+        fast(line)
+    end = time.process_time()
+    return {
+        "lines": len(lines),
+        "json cpu s": round(middle - started, 2),
+        "msgspec cpu s": round(end - middle, 2),
+    }
+
+
+# ---- one corpus, then the comparison ---------------------------------------------------------
+
+
+def measure(out: Path, size_mb: float, args: argparse.Namespace, pbot: Pbot | None) -> dict[str, Any]:
+    sessions = max(1, round(args.sessions * size_mb / args.total_mb))
+    root, spaces = corpus(out, sessions, size_mb, args.exchanges)
+    sessions = sum(1 for _ in root.rglob("*.jsonl"))
+    figures: dict[str, Any] = {
+        "corpus": {"sessions": sessions, "MB": round(tree_bytes(root, "*.jsonl") / 1e6, 1)},
+    }
+    skip = set(args.skip)
+    if "decode" not in skip:
+        figures["decode"] = decode(root)
+    loads: list[dict[str, Any]] = []
+    indexes: list[dict[str, Any]] = []
+    for _ in range(args.repeat):  # interleaved: load from other processes hits both alike
+        if pbot is not None and pbot.src is not None:
+            loads.append(pbot.load(root))
+        if "index" not in skip:
+            indexes.append(index_cold(root, spaces))
+    if loads:
+        figures["pbot cold load"] = _median(loads)
+        figures["corpus"]["exchanges"] = loads[-1]["exchanges"]
+    elif pbot is not None:
+        figures["pbot cold load"] = {"skipped": pbot.why}
+    if indexes:
+        figures["index cold"] = _median(indexes)
+        if loads:
+            figures["index cold"]["wall ratio to pbot"] = _ratio(indexes, loads, "s")
+            figures["index cold"]["cpu ratio to pbot"] = _ratio(indexes, loads, "cpu s")
+    if "search" not in skip:
+        if not indexes:
+            index_cold(root, spaces)
+        figures["search build"] = search_build(root, spaces)
+    if "run" not in skip:
+        figures["run from empty state"] = first_run(root, spaces, sessions)
+    return figures
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out = dict(runs[-1])
+    for key in ("s", "cpu s", "peak RSS MB"):
+        out[key] = round(statistics.median(r[key] for r in runs), 2)
+    out["runs"] = len(runs)
+    return out
+
+
+def _ratio(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: str) -> float:
+    return round(statistics.median(o[key] / t[key] for o, t in zip(ours, theirs, strict=True)), 2)
+
+
+GROWTH_KEYS = (
+    ("pbot cold load", "s"),
+    ("index cold", "s"),
+    ("index cold", "cpu s"),
+    ("index cold", "peak RSS MB"),
+    ("search build", "s"),
+    ("search build", "index MB"),
+    ("run from empty state", "newest searchable s"),
+    ("run from empty state", "all searchable s"),
+    ("run from empty state", "caught up s"),
+    ("run from empty state", "peak RSS MB"),
+)
+
+
+def growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+    """How each figure grew from the small corpus to the large one, beside the growth in bytes."""
+    out: dict[str, Any] = {"bytes": round(large["corpus"]["MB"] / small["corpus"]["MB"], 1)}
+    for phase, key in GROWTH_KEYS:
+        a, b = small.get(phase, {}).get(key), large.get(phase, {}).get(key)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0:
+            out[f"{phase}: {key}"] = round(b / a, 1)
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    base = args.out or Path(tempfile.mkdtemp(prefix="pbot-first-run-"))
+    pbot = Pbot() if "pbot" not in args.skip else None
+    try:
+        results: dict[str, Any] = {"load": _load()}
+        for size in args.sizes:
+            results[f"{size:g} MB"] = measure(base / f"corpus-{size:g}mb", size, args, pbot)
+        sizes = sorted(args.sizes)
+        if len(sizes) > 1:
+            results["growth (large / small)"] = growth(
+                results[f"{sizes[0]:g} MB"], results[f"{sizes[-1]:g} MB"]
+            )
+        results["targets"] = (
+            "newest searchable <= 10 s, all searchable <= 60 s, index wall ratio to pbot <= 1.0, "
+            "peak RSS < 200 MB"
+        )
+        results["load after"] = _load()
+        return results
+    finally:
+        if pbot is not None:
+            pbot.close()
+        if args.out is None and not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=[50.0, TOTAL_MB],
+        help="corpus sizes in MB, comma-separated (default 50,634)",
+    )
+    parser.add_argument(
+        "--total-mb", type=float, default=TOTAL_MB, help="the size that has --sessions sessions"
+    )
+    parser.add_argument("--sessions", type=int, default=SESSIONS, help="sessions at --total-mb (default 300)")
+    parser.add_argument(
+        "--exchanges", type=int, default=EXCHANGES, help="exchanges per session (default 200)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of pbot's load and of index; medians shown"
+    )
+    parser.add_argument(
+        "--skip",
+        type=lambda text: [v for v in text.split(",") if v],
+        default=[],
+        help="phases to leave out: decode,pbot,index,search,run",
+    )
+    parser.add_argument("--out", type=Path, help="keep the corpora here (reused when present)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp corpora")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    figures = run(args)
+    if args.json:
+        print(json.dumps(figures, ensure_ascii=False, indent=2))
+        return
+    for name, value in figures.items():
+        if not isinstance(value, dict):
+            print(f"{name}: {value}")
+            continue
+        print(name)
+        for key, inner in value.items():
+            text = ", ".join(f"{k} {v}" for k, v in inner.items()) if isinstance(inner, dict) else inner
+            print(f"  {key}: {text}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""``bench/first_run.py`` runs end to end on two tiny corpora and prints every figure (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.pi_install import PiInstall
+from tests.support.paths import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+class TestFirstRunBench:
+    def test_tiny_run_reports_figures(self, pi_install: PiInstall) -> None:
+        """Two corpora of 2 and 4 sessions: every phase reports, and growth is computed between them."""
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "bench" / "first_run.py"),
+                *("--sizes", "1,2", "--total-mb", "2", "--sessions", "4", "--exchanges", "6"),
+                *("--repeat", "1", "--json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=280,
+            check=False,
+            # pbot's phase finds the cached Pi install of the real environment.
+            env={**os.environ, "PBOT_WATCH_E2E_CACHE": str(pi_install.prefix.parent)},
+        )
+        assert 0 == result.returncode, result.stdout + result.stderr
+        figures = json.loads(result.stdout)
+        small, large = figures["1 MB"], figures["2 MB"]
+        assert (2, 4) == (small["corpus"]["sessions"], large["corpus"]["sessions"])
+        assert "4 records written" in large["index cold"]["summary"]
+        assert large["search build"]["index MB"] > 0
+        run = large["run from empty state"]
+        assert None not in (run["newest searchable s"], run["all searchable s"], run["caught up s"])
+        assert 4 == large["pbot cold load"]["records"]
+        assert figures["growth (large / small)"]["bytes"] > 1
