@@ -8,6 +8,8 @@ generator) and a session file of about 20 MB:
   on top of Pi's own work), p50 and p95;
 - ``cli``: the same query with ``pbot-watch search --json`` / ``pbot-watch memory search
   --json`` started per call (interpreter start, imports, index open), p50 and p95;
+- CPU time beside wall-clock time (the child's mean per call from /proc, a CLI run's p50 from
+  its rusage), which other load on the machine does not inflate;
 - ``cues``: the cue block of the 20 MB session's branch (bench/cues.py's generator), through
   the child: the first call (reads and parses the file) and a repeated one (the child's cache),
   and in process.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -76,13 +79,25 @@ class Child:
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
 
+    def cpu_ms(self) -> float | None:
+        """CPU time the child has used so far (Linux /proc; None elsewhere), in ms."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
-def cli(env: dict[str, str], *args: str) -> float:
+
+def cli(env: dict[str, str], *args: str) -> tuple[float, float]:
+    """Wall-clock and CPU time (ms) of one CLI run: the CPU time is robust to other load on the machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, check=False)
     elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert done.returncode == 0, done.stderr.decode()
-    return elapsed
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+    return elapsed, cpu
 
 
 def cues_in_process(session: Path) -> tuple[float, float]:
@@ -167,9 +182,10 @@ def main() -> None:
 
     print(
         f"{'query':32} {'child p50':>10} {'p95':>8} {'cli p50':>9} {'p95':>8} {'p50 ratio':>10} {'p95 ratio':>10}"
+        f" {'child cpu':>10} {'cli cpu':>8} {'cpu ratio':>10}"
     )
     child_p50: list[float] = []
-    ratios: list[tuple[float, float]] = []
+    ratios: list[tuple[float, float, float | None]] = []
     rows = [
         *[(lbl, {"name": "history_search", "arguments": a}, [*v, "--json"]) for lbl, a, v in queries],
         *[(lbl, {"name": "search_memory", "arguments": a}, [*v, "--json"]) for lbl, a, v in memory_queries],
@@ -177,13 +193,26 @@ def main() -> None:
     for label, arguments, argv in rows:
         # BM25 over raw memory re-reads every hit source's lines: seconds on a large session.
         calls = args.calls if "terms" not in label or "memory" not in label else min(args.calls, 3)
+        cpu_before = child.cpu_ms()
         through = [child.call("tool", arguments)[0] for _ in range(calls)]
+        cpu_after = child.cpu_ms()
+        child_cpu = (
+            (cpu_after - cpu_before) / calls if cpu_before is not None and cpu_after is not None else None
+        )
         spawned = [cli(env, *argv, *roots) for _ in range(min(args.cli_calls, calls))]
-        (c50, c95), (s50, s95) = figures(through), figures(spawned)
+        (c50, c95), (s50, s95) = figures(through), figures([wall for wall, _ in spawned])
+        cli_cpu = statistics.median(cpu for _, cpu in spawned)
+        cpu_ratio = cli_cpu / child_cpu if child_cpu else None
         child_p50.append(c50)
-        ratios.append((s50 / c50, s95 / c95))
+        ratios.append((s50 / c50, s95 / c95, cpu_ratio))
+        cpu_cells = (
+            f" {child_cpu:8.1f}ms {cli_cpu:6.0f}ms {cpu_ratio:9.0f}x"
+            if child_cpu and cpu_ratio
+            else f" {'-':>10} {cli_cpu:6.0f}ms"
+        )
         print(
             f"{label:32} {c50:8.1f}ms {c95:6.1f}ms {s50:7.0f}ms {s95:6.0f}ms {s50 / c50:9.0f}x {s95 / c95:9.0f}x"
+            + cpu_cells
         )
     cue_params = {"sessionFile": str(session), "contextWindow": 128_000}
     first, reply = child.call("cues", cue_params)
@@ -204,6 +233,11 @@ def main() -> None:
         f"{max(c for c, _ in history):.1f} ms (median {statistics.median(c for c, _ in history):.1f} ms); "
         f"a CLI run per call is {min(r[0] for _, r in history):.0f}-{max(r[0] for _, r in history):.0f}x slower at p50 "
         f"and {min(r[1] for _, r in history):.0f}-{max(r[1] for _, r in history):.0f}x at p95"
+        + (
+            f"; in CPU time {min(r[2] for _, r in history if r[2]):.0f}-{max(r[2] for _, r in history if r[2]):.0f}x"
+            if all(r[2] for _, r in history)
+            else ""
+        )
     )
     child.close()
 

@@ -13,8 +13,23 @@ from pbot_watch.service.status import State, Status
 PREFIX = "pbot-watch"
 
 
-def footer_text(state: State, status: Status | None) -> str | None:
-    """The phrase for the footer, or ``None`` to clear it."""
+def footer_text(
+    state: State, status: Status | None, *, installed: str | None = None, running: str | None = None
+) -> str | None:
+    """The phrase for the footer, or ``None`` to clear it.
+
+    ``installed`` is the version that wrote the extension's config, ``running`` this
+    pbot-watch's: when they differ, pbot-watch was upgraded and ``pbot-watch pi install`` has
+    not been run since, so the tools Pi declares may be out of date. The footer says so.
+    """
+    phrase = _service_phrase(state, status)
+    if installed is not None and running is not None and installed != running:
+        outdated = f"package {installed}, pbot-watch {running}: run pbot-watch pi install"
+        return f"{phrase} · {outdated}" if phrase else f"{PREFIX}: {outdated}"
+    return phrase
+
+
+def _service_phrase(state: State, status: Status | None) -> str | None:
     if state == "not running" or status is None:
         return f"{PREFIX}: not running"
     if state == "stale":

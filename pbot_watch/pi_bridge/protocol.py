@@ -128,6 +128,10 @@ class CuesReply(_Strict):
     compactionId: str | None = Field(None, description="the latest compaction on the branch")  # noqa: N815
 
 
+class FooterParams(_Strict):
+    installed: str | None = Field(None, description="the version in the extension's pbot-watch.json")
+
+
 class FooterReply(_Strict):
     text: str | None = Field(description="the footer status, or null when there is nothing to say")
 

@@ -32,6 +32,7 @@ from pbot_watch.pi_bridge.protocol import (
     CuesParams,
     CuesReply,
     ErrorBody,
+    FooterParams,
     FooterReply,
     Hello,
     NoParams,
@@ -73,7 +74,7 @@ class Child:
     def methods(self) -> dict[str, Method]:
         return {
             "hello": Method(NoParams, self.hello, quick=True),
-            "footer": Method(NoParams, self.footer, quick=True),
+            "footer": Method(FooterParams, self.footer, quick=True),
             "tool": Method(ToolParams, self.tool),
             "cues": Method(CuesParams, self.cues),
         }
@@ -83,10 +84,10 @@ class Child:
             version=__version__, pid=os.getpid(), statusFile=str(status_path(self.settings.state_dir))
         )
 
-    def footer(self, _params: NoParams) -> FooterReply:
+    def footer(self, params: FooterParams) -> FooterReply:
         status = read_status(self.settings.state_dir)
         state, _detail = assess(self.settings.state_dir, status)
-        return FooterReply(text=footer_text(state, status))
+        return FooterReply(text=footer_text(state, status, installed=params.installed, running=__version__))
 
     def cues(self, params: CuesParams) -> CuesReply:
         """The branch's cue block, computed from the session file (cached while the file is unchanged)."""

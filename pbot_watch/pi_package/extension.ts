@@ -394,7 +394,8 @@ function registerFooter(pi: ExtensionAPI, bridge: Bridge): void {
 			asking = true;
 			let text: string | undefined;
 			try {
-				const reply = await bridge.request<{ text: string | null }>("footer", {}, bridge.config.timeouts.statusMs);
+				const asked = { installed: bridge.config.version };
+				const reply = await bridge.request<{ text: string | null }>("footer", asked, bridge.config.timeouts.statusMs);
 				text = reply?.text ?? undefined;
 			} catch {
 				text = "pbot-watch: unavailable";

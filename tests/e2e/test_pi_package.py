@@ -219,6 +219,7 @@ def transcript(
             poll=0.25,
         )
         children_after = serve_children(pi)
+        ui["status"] = pi.ui_request("setStatus", since=0)
         code = pi.close()
         stderr = pi.stderr.decode(errors="replace")
     return Transcript(
@@ -263,6 +264,11 @@ class TestInsidePi:
         assert transcript.ui["node"]["title"].endswith(f":0:{transcript.first_answer}")
         assert "Show text" in transcript.ui["node"]["options"]
         assert f"the {REMEMBERED} migration starts on Monday" in transcript.ui["text"]["prefill"]
+
+    def test_footer_says_the_service_is_not_running(self, transcript: Transcript) -> None:
+        """Without a pbot-watch service, the footer status says so."""
+        status = transcript.ui["status"]
+        assert ("pbot-watch", "pbot-watch: not running") == (status["statusKey"], status["statusText"])
 
     def test_memory_search_sees_the_branch(self, transcript: Transcript) -> None:
         """search_memory finds turn one's words on this session's branch."""

@@ -62,3 +62,19 @@ class TestFooterText:
     def test_starting(self) -> None:
         """A service that is starting says so."""
         assert "pbot-watch: starting" == footer_text("running", status(activity="starting"))
+
+    def test_outdated_package_says_what_to_run(self) -> None:
+        """When the extension's config is from another version, the footer says to reinstall."""
+        assert "pbot-watch: package 0.0.9, pbot-watch 0.1.0: run pbot-watch pi install" == footer_text(
+            "running", status(), installed="0.0.9", running="0.1.0"
+        )
+
+    def test_outdated_package_beside_the_service_phrase(self) -> None:
+        """The reinstall hint follows whatever the service phrase is."""
+        assert "pbot-watch: not running · package 0.0.9, pbot-watch 0.1.0: run pbot-watch pi install" == (
+            footer_text("not running", None, installed="0.0.9", running="0.1.0")
+        )
+
+    def test_same_version_adds_nothing(self) -> None:
+        """An up-to-date package adds nothing to the footer."""
+        assert footer_text("running", status(), installed="0.1.0", running="0.1.0") is None

@@ -35,7 +35,13 @@ class TestQuickMethods:
 
     def test_footer_without_service(self, child: ServeChild) -> None:
         """With no service status file, the footer says the service is not running."""
-        assert {"text": "pbot-watch: not running"} == child.ask("footer")["result"]
+        assert {"text": "pbot-watch: not running"} == child.ask("footer", {"installed": __version__})[
+            "result"
+        ]
+
+    def test_footer_names_an_outdated_package(self, child: ServeChild) -> None:
+        """An extension installed by another version hears that it should be reinstalled."""
+        assert "run pbot-watch pi install" in child.ask("footer", {"installed": "0.0.1"})["result"]["text"]
 
 
 class TestBadInput:
