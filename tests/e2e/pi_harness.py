@@ -12,7 +12,6 @@ as bytes and split on b"\\n" only (Pi's docs/rpc.md, "Framing").
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from tests.e2e.pi_install import PiInstall
+from tests.support.processes import close_child
 
 PROVIDER = "scripted"
 MODEL = "scripted-model"
@@ -296,20 +296,7 @@ class RpcPi:
 
     def close(self, timeout: float = 30) -> int:
         """Close stdin (Pi's orderly shutdown); kill only if it does not exit in time."""
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                self.proc.stdin.close()
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(timeout=10)
-        for reader in self._readers:
-            reader.join(timeout=10)
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        return code
+        return close_child(self.proc, self._readers, timeout)
 
     def __enter__(self) -> Self:
         return self

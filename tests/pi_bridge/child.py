@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
@@ -12,6 +11,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
+
+from tests.support.processes import close_child
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
 REPLY_TIMEOUT_S = 60
@@ -86,20 +87,7 @@ class ServeChild:
         return reply
 
     def close(self, timeout: float = 30) -> int:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                self.proc.stdin.close()
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(timeout=10)
-        for reader in self._readers:
-            reader.join(timeout=10)
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        return code
+        return close_child(self.proc, self._readers, timeout)
 
     def __enter__(self) -> Self:
         return self
