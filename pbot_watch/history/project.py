@@ -32,11 +32,12 @@ class SessionFile:
     def feed(self, chunk: bytes) -> int:
         """Consume bytes; return how many entries were added."""
         self.bytes_parsed += len(chunk)
-        entries = self.reader.feed_links(chunk)
         add = self.tree.add
-        for entry, links in entries:
+        added = 0
+        for entry, links in self.reader.feed_links(chunk):
             add(entry, links)
-        return len(entries)
+            added += 1
+        return added
 
     @property
     def header(self) -> SessionHeader | None:

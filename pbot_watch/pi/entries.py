@@ -12,7 +12,7 @@ handful of keys per entry, so one bad field in one entry cannot lose the rest of
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -108,23 +108,29 @@ class SessionReader:
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         return [entry for entry, _ in self.feed_links(chunk)]
 
-    def feed_links(self, chunk: bytes) -> list[tuple[dict[str, Any], int]]:
-        """Like ``feed``, with each entry's link shape (``ID_NULL``, ``PARENT_MISSING``...)."""
-        out: list[tuple[dict[str, Any], int]] = []
+    def feed_links(self, chunk: bytes) -> Iterator[tuple[dict[str, Any], int]]:
+        """Like ``feed``, with each entry's link shape (``ID_NULL``, ``PARENT_MISSING``...).
+
+        Entries come one at a time, each decoded when the caller asks for it, so a caller that
+        keeps only a few fields lets each entry die before the next one is made: a whole file's
+        entries never live at once, and the garbage collector never walks them. The caller must
+        consume every entry (the reader's state advances with them).
+        """
+        line_of = self._line
         for line in self.lines.feed(chunk):
-            entry = self._line(line)
+            entry = line_of(line)
             if entry is not None:
-                out.append(entry)
-        return out
+                yield entry
 
     def _line(self, line: bytes) -> tuple[dict[str, Any], int] | None:
-        if not line.strip():
-            self.blank += 1
-            return None
         try:
             value = loads_line(line)
         except Malformed:
-            self.malformed += 1
+            # Blank lines are rare: looked for only among the lines that do not parse.
+            if line.strip():
+                self.malformed += 1
+            else:
+                self.blank += 1
             return None
         if self.not_session:
             return None
