@@ -188,40 +188,63 @@ class MissingRoot(Exception):
     """A configured session root does not exist."""
 
 
+@dataclass
+class IndexProgress:
+    """How far one pass is, in session files and their bytes; ``pbot-watch index`` draws it."""
+
+    files_done: int = 0
+    files_total: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+    last: Path | None = None
+    """The session file read last."""
+
+
 def index_all(
     roots: list[Path],
     store: ArchiveStore,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[IndexProgress], None] | None = None,
 ) -> IndexReport:
-    """One pass over every session file below ``roots``; a second pass writes nothing."""
+    """One pass over every session file below ``roots``, newest first; a second pass writes nothing.
+
+    The sessions modified last are read and written first: on a first run over a long history
+    those are the ones a person looks for, and a search made meanwhile finds them early.
+    """
     for root in roots:
         if not root.is_dir():
             raise MissingRoot(f"session root {root} does not exist")
     paths = [p for root in roots for p in iter_session_files(root)]
     report = IndexReport(files=len(paths))
-    total = 2 * len(paths)
+    state = IndexProgress(files_total=len(paths))
     # A session id spread over several files (an /import copy) makes one record, so files are
     # grouped by their header first; then one session at a time is read whole and saved, and
     # its parsed state dropped: memory stays bounded by the largest session, not the corpus.
     by_session: dict[str, list[Path]] = {}
-    for done, path in enumerate(paths, 1):
+    newest: dict[str, int] = {}
+    for path in paths:
         try:
             header = read_header(path)
+            st = os.stat(path)
         except OSError as error:
             report.warnings.append(f"{path}: cannot read: {error.strerror}")
-            header = None
+            state.files_done += 1
+            continue
         if header is False:
             report.not_session += 1
         elif header is not None:
             by_session.setdefault(header.id, []).append(path)
-        if progress is not None:
-            progress(done, total)
+            newest[header.id] = max(newest.get(header.id, 0), st.st_mtime_ns)
+            state.bytes_total += st.st_size
+            continue
+        state.files_done += 1
     report.sessions = len(by_session)
+    if progress is not None:
+        progress(state)
     indexer = Indexer(store)
-    done = len(paths)
     written: dict[Path, str] = {}
     with store.batch() as failures:
-        for session_id, files in sorted(by_session.items()):
+        for session_id in sorted(by_session, key=lambda sid: (-newest[sid], sid)):
+            files = by_session[session_id]
             readable: list[Path] = []
             for path in files:
                 result = indexer.read(path)
@@ -230,9 +253,11 @@ def index_all(
                 report.warnings.extend(result.warnings)
                 if result.session_id == session_id:
                     readable.append(path)
-                done += 1
+                state.files_done += 1
+                state.bytes_done += result.bytes_read
+                state.last = path
                 if progress is not None:
-                    progress(done, total)
+                    progress(state)
             if not readable:
                 report.skipped += 1
                 continue

@@ -33,6 +33,9 @@ _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 RECORD_CACHE_SIZE = 64
 BATCH_BYTES = 32 << 20  # queued record bytes that make a batch write out early
+# A batch also writes out once its oldest queued record has waited this long: on a long first
+# index, records reach the disk (and a search made meanwhile) as they are made, newest first.
+BATCH_SECONDS = 1.0
 
 
 class WorkspaceSkipped(Exception):
@@ -80,6 +83,7 @@ class ArchiveStore:
     _writer: ThreadPoolExecutor | None = None
     _queued: dict[Path, bytes] = field(default_factory=dict)
     _queued_bytes: int = 0
+    _queued_since: float = 0.0
     _failures: dict[Path, OSError] = field(default_factory=dict)
     _dirty_folders: set[Path] = field(default_factory=set)
     # In a batch, a workspace's folder is checked (exists, writable) once, not per session.
@@ -211,10 +215,12 @@ class ArchiveStore:
             write_atomic(path, data)
             self._remember(path, file_stamp(path), record)
             return
+        if not self._queued:
+            self._queued_since = time.monotonic()
         self._queued[path] = data  # a later write of the same path replaces the earlier one
         self._queued_bytes += len(data)
         self._remember(path, None, record)
-        if self._queued_bytes > BATCH_BYTES:
+        if self._queued_bytes > BATCH_BYTES or time.monotonic() - self._queued_since >= BATCH_SECONDS:
             self._flush()
 
     def _flush(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,16 +59,12 @@ def index_command(
 
 
 def _run(roots: list[Path], store: ArchiveStore) -> IndexReport:
-    from pbot_watch.indexer import index_all  # noqa: PLC0415
+    from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
+    from pbot_watch.indexer import IndexProgress, index_all  # noqa: PLC0415
 
-    if not sys.stderr.isatty():
-        return index_all(roots, store)
-    from rich.progress import Progress  # noqa: PLC0415 - only on a terminal
+    with progress_bar("indexing", data=True) as bar:
 
-    with Progress(transient=True) as progress:
-        task = progress.add_task("indexing", total=None)
-
-        def update(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+        def update(state: IndexProgress) -> None:
+            bar.update(state.bytes_done, state.bytes_total, f"{state.files_done}/{state.files_total} files")
 
         return index_all(roots, store, update)

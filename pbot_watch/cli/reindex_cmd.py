@@ -17,6 +17,7 @@ from pbot_watch.config import SettingsError
 @archive_options
 def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
+    from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
@@ -27,14 +28,21 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
         raise CommandError(str(error), EXIT_USAGE) from error
     started = time.monotonic()
     index = open_index(settings)
+    # The steps are the bar's units: each one is a single call into the index.
+    steps = ("finding record folders", "history records", "raw memory", "merging the index")
     try:
-        folders = record_folders(index, settings.sessions, settings.archive)
-        report = index.rebuild(folders)
-        memory = rebuild_memory(index, [r for r in settings.sessions if r.is_dir()])
-        index.optimize()
-        optimize_memory(index)
-        counts = index.counts()
-        sources = count_sources(index)
+        with progress_bar("reindexing") as bar:
+            bar.update(0, len(steps), steps[0])
+            folders = record_folders(index, settings.sessions, settings.archive)
+            bar.update(1, len(steps), steps[1])
+            report = index.rebuild(folders)
+            bar.update(2, len(steps), steps[2])
+            memory = rebuild_memory(index, [r for r in settings.sessions if r.is_dir()])
+            bar.update(3, len(steps), steps[3])
+            index.optimize()
+            optimize_memory(index)
+            counts = index.counts()
+            sources = count_sources(index)
     finally:
         index.close()
     click.echo(

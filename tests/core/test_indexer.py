@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from pbot_watch.archive.files import ArchiveStore
-from pbot_watch.indexer import Indexer, index_all
+from pbot_watch.indexer import Indexer, IndexProgress, index_all
 from tests.core.sessions import SessionBuilder
 from tests.support.paths import FIXTURES
 
@@ -217,6 +217,52 @@ class TestIndexAll:
         first = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
         second = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
         assert (first.written, 0, first.written) == (first.sessions, second.written, second.unchanged)
+
+
+class TestNewestFirst:
+    def sessions_with_mtimes(self, root: Path, ages: dict[str, int]) -> None:
+        """One session file per name, modified ``ages[name]`` hours ago."""
+        now = 1_800_000_000
+        for name, hours in ages.items():
+            b = SessionBuilder(session_id=f"s-{name}", cwd=str(root))
+            b.turn(f"question in {name}")
+            path = session(root / "sessions", f"{name}.jsonl", b)
+            os.utime(path, (now - hours * 3600, now - hours * 3600))
+
+    def test_sessions_are_read_newest_first(self, tmp_path: Path) -> None:
+        """The session modified last is read first, whatever the file names' order."""
+        self.sessions_with_mtimes(tmp_path, {"a": 5, "b": 1, "c": 9, "d": 3})
+        order: list[str] = []
+        index_all(
+            [tmp_path / "sessions"],
+            ArchiveStore(central=tmp_path / "archive"),
+            lambda state: order.append(state.last.stem) if state.last else None,
+        )
+        assert ["b", "d", "a", "c"] == order
+
+    def test_progress_counts_files_and_bytes(self, tmp_path: Path) -> None:
+        """Progress ends at every file and every byte, and starts with the totals known."""
+        self.sessions_with_mtimes(tmp_path, {"a": 2, "b": 1})
+        (tmp_path / "sessions" / "not-a-session.jsonl").write_text('{"type": "note"}\n')
+        states: list[IndexProgress] = []
+        index_all(
+            [tmp_path / "sessions"],
+            ArchiveStore(central=tmp_path / "archive"),
+            lambda state: states.append(IndexProgress(**vars(state))),
+        )
+        size = sum(p.stat().st_size for p in (tmp_path / "sessions").glob("[ab].jsonl"))
+        assert (1, 3, 0, size) == (
+            states[0].files_done,
+            states[0].files_total,
+            states[0].bytes_done,
+            states[0].bytes_total,
+        )
+        assert (3, 3, size, size) == (
+            states[-1].files_done,
+            states[-1].files_total,
+            states[-1].bytes_done,
+            states[-1].bytes_total,
+        )
 
 
 class TestIndexCommandWarnings:
