@@ -93,6 +93,7 @@ def _lines(status: Any) -> list[str]:
         f"  activity   {status.activity}, {status.pending_files} files pending"
         + (f", {status.retrying_files} failing (retried)" if status.retrying_files else ""),
         *([f"  working on {status.working_on}"] if status.working_on else []),
+        *_catch_up_lines(status.catch_up),
         f"  observer   {observer}",
         f"  roots      {roots or '-'}",
         f"  archive    {status.archive or 'per workspace (.pi/pbot/history)'}",
@@ -128,6 +129,33 @@ def _lines(status: Any) -> list[str]:
         lines.append(f"  ...        {len(status.warnings) - 5} more warnings (--json)")
     lines.extend(f"  error      {error.time} {error.message}" for error in status.errors[-5:])
     return lines
+
+
+def _catch_up_lines(catch_up: Any) -> list[str]:
+    """Where the start scan's reading is: progress while catching up, what it took once done."""
+    if catch_up is None or not catch_up.files_total:
+        return []
+    rate = f", {_mb(catch_up.bytes_per_second)}/s" if catch_up.bytes_per_second else ""
+    if catch_up.finished is not None:
+        return [
+            (
+                f"  caught up  {catch_up.files_total} files, {_mb(catch_up.bytes_total)}"
+                f" in {_duration(catch_up.seconds)}{rate}"
+            )
+        ]
+    left = f", about {_duration(catch_up.eta_seconds)} left" if catch_up.eta_seconds is not None else ""
+    return [
+        (
+            f"  catching up {catch_up.files_done} of {catch_up.files_total} files,"
+            f" {_mb(catch_up.bytes_done)} of {_mb(catch_up.bytes_total)}{rate}{left}"
+        )
+    ]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:  # display rounding
+        return f"{seconds:.0f}s"
+    return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
 
 
 def _short(value: Any) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from pbot_watch import __version__
+from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.hooks import SUMMARIES, StatusProvider
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.schedule import ReadSchedule
@@ -50,6 +51,7 @@ class StatusSource(Protocol):
     activity: Activity
     last_reconcile: float | None
     schedule: ReadSchedule
+    catch_up: CatchUp | None
     idle: IdleClock
     tailer: Tailer | None
     watcher: Watcher | None
@@ -165,6 +167,7 @@ class StatusReporter:
             last_reconcile=iso(service.last_reconcile) if service.last_reconcile else None,
             activity=service.activity if running else "stopped",
             pending_files=service.schedule.pending,
+            catch_up=service.catch_up.info(now) if service.catch_up is not None else None,
             retrying_files=service.schedule.retrying,
             idle_worker=service.idle.info(),
             summaries=summaries,

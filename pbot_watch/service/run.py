@@ -28,6 +28,7 @@ from pbot_watch import __version__
 from pbot_watch.archive.locations import exclusion
 from pbot_watch.config import Settings
 from pbot_watch.service.allocator import release_free_memory
+from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.hooks import Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.lock import InstanceLock
@@ -80,7 +81,7 @@ class Server:
         self.tailer: Tailer | None = None
         self.watcher: Watcher | None = None
         self._snapshot: Snapshot = {}
-        self._catching_up: set[Path] = set()
+        self.catch_up: CatchUp | None = None
         self._next_reconcile = 0.0
 
     # ---- entry point -----------------------------------------------------------------------
@@ -169,7 +170,7 @@ class Server:
         now = time.monotonic()
         for path in todo:
             self.schedule.mark_overdue(path, now)
-        self._catching_up = set(todo)
+        self.catch_up = CatchUp({path: self._snapshot[path].size for path in todo})
         self.last_reconcile = time.time()
         self._next_reconcile = now + settings.reconcile_seconds
         log.info(
@@ -245,27 +246,47 @@ class Server:
         if not due:
             return
         deadline = time.monotonic() + BATCH_SECONDS
-        for batch in batches(due):
+        for batch in batches(self._in_order(due)):
             if self.should_exit:
                 break
             self.schedule.take(batch)
             self._sync(batch)
-            if time.monotonic() > deadline:
-                self.reporter.maybe_write()
-                deadline = time.monotonic() + BATCH_SECONDS
+            if self._catching_up() or time.monotonic() > deadline:
+                # Back to the loop: what was appended meanwhile is read before the rest, and
+                # status shows the progress. While catching up that is after every batch, so a
+                # first run over a long history never keeps a person's new message waiting.
+                break
+
+    def _catching_up(self) -> dict[Path, int]:
+        """Files the start scan found changed and not yet read to their end (path: size)."""
+        return self.catch_up.pending if self.catch_up is not None else {}
+
+    def _in_order(self, due: list[Path]) -> list[Path]:
+        """Appends first (someone is writing there now), then the start scan's files newest first.
+
+        On a first run the sessions modified last are the ones a person looks for: they become
+        searchable within seconds, the years-old ones after them.
+        """
+        catching_up = self._catching_up()
+
+        def key(path: Path) -> tuple[int, int]:
+            if path not in catching_up:
+                return (0, 0)
+            stat = self._snapshot.get(path)
+            return (1, -stat.mtime_ns if stat is not None else 0)
+
+        return sorted(due, key=key)
 
     def _sync(self, paths: list[Path]) -> None:
         assert self.tailer is not None
         assert self.context is not None
         with self.context.records_lock:
-            report = self.tailer.sync(paths, catching_up=self._catching_up)
+            report = self.tailer.sync(paths, catching_up=self._catching_up())
         now = time.monotonic()
         for path in report.more:
             self.schedule.mark_overdue(path, now)
-        if self._catching_up:
-            self._catching_up.difference_update(p for p in paths if p not in report.more)
-            if not self._catching_up:
-                self._caught_up()
+        if self.catch_up is not None and self.catch_up.done(p for p in paths if p not in report.more):
+            self._caught_up()
         if report.appended:
             self.idle.activity(now)
         self.schedule.finished(paths, report.failed, now)

@@ -53,6 +53,20 @@ class ErrorInfo(BaseModel):
     message: str
 
 
+class CatchUpInfo(BaseModel):
+    """The start scan's reading: how far it is while catching up, what it took once caught up."""
+
+    files_total: int = Field(description="files the start scan found new or changed")
+    files_done: int
+    bytes_total: int = Field(description="their sizes when the scan saw them")
+    bytes_done: int
+    started: str
+    finished: str | None = Field(None, description="when the last of them was read; none while catching up")
+    seconds: float
+    bytes_per_second: int | None = None
+    eta_seconds: float | None = Field(None, description="time left at the rate so far; none once caught up")
+
+
 class Status(BaseModel):
     """The status file's format (``state_dir/status.json``)."""
 
@@ -86,6 +100,9 @@ class Status(BaseModel):
     last_reconcile: str | None = None
     activity: Activity = "starting"
     pending_files: int = Field(0, description="files changed and waiting for their debounce or a batch")
+    catch_up: CatchUpInfo | None = Field(
+        None, description="reading what changed while the service was not running (all of it, on a first run)"
+    )
     retrying_files: int = Field(
         0, description="files whose last read or record write failed; retried with backoff"
     )

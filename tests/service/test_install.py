@@ -110,6 +110,13 @@ class TestSystemdInstall:
         assert "installed and started" in result.stdout
         assert oct(world.unit.stat().st_mode & 0o777) == "0o644"
 
+    def test_service_runs_at_background_priority(self, world: Env) -> None:
+        """The unit runs the service niced, with idle-class disk I/O (a first run reads the whole history)."""
+        world.add_tool("systemctl")
+        assert world.run("install", "--manager", "systemd").returncode == 0
+        values = unit_values(world.unit.read_text())
+        assert (["10"], ["idle"]) == (values["Nice"], values["IOSchedulingClass"])
+
     def test_exec_start_is_absolute_and_runs(self, world: Env) -> None:
         """ExecStart names an executable that exists and answers, with no PATH needed."""
         world.add_tool("systemctl")
@@ -298,6 +305,7 @@ class TestLaunchd:
         assert agent["ProgramArguments"] == [str(SCRIPT), "run"]
         assert agent["RunAtLoad"] is True
         assert agent["KeepAlive"] == {"SuccessfulExit": False}
+        assert ("Background", 10, True) == (agent["ProcessType"], agent["Nice"], agent["LowPriorityIO"])
         assert agent["EnvironmentVariables"]["PI_CODING_AGENT_DIR"] == str(world.home / ".pi" / "agent")
         log_file = Path(agent["StandardOutPath"])
         assert log_file.parent.is_dir()
