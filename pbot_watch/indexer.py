@@ -17,7 +17,15 @@ from typing import Literal
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
-from pbot_watch.sources import cursor_at, iter_session_files, open_session, plan_open, read_header, read_range
+from pbot_watch.sources import (
+    WholeDigest,
+    cursor_at,
+    iter_session_files,
+    open_session,
+    plan_open,
+    read_header,
+    read_range,
+)
 
 # New bytes are read in one piece up to this size (the common case: one read, one feed).
 WHOLE_READ = 64 << 20
@@ -33,6 +41,7 @@ class Tracked:
     cursor: Cursor | None = None
     session_id: str | None = None
     workspace: str | None = None
+    whole: WholeDigest = field(default_factory=WholeDigest)
 
 
 @dataclass
@@ -93,11 +102,12 @@ class Indexer:
         """Plan from the cursor, feed the new bytes, move the cursor (one open file)."""
         tracked = self.files.get(path)
         cursor = tracked.cursor if tracked else None
-        decision = plan_open(fd, st, cursor)
+        decision, refreshed = plan_open(fd, st, cursor)
         if tracked is None or decision == "reread":
             tracked = Tracked(SessionFile())
             self.files[path] = tracked
         if decision == "nothing" and tracked.cursor is not None:
+            tracked.cursor = refreshed or tracked.cursor
             return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
         start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
         end = st.st_size if budget is None else min(st.st_size, start + budget)
@@ -112,7 +122,7 @@ class Indexer:
             if self.on_progress is not None:
                 self.on_progress(len(chunk))
         offset = tracked.state.reader.consumed
-        tracked.cursor = cursor_at(fd, st, offset)
+        tracked.cursor = cursor_at(fd, st, offset, tracked.whole)
         result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
         result.more = end < st.st_size
         state = tracked.state

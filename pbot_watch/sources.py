@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, plan
+from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, hasher, plan, verify
 from pbot_watch.pi.entries import SessionHeader, session_header
 
 HEADER_CHUNK = 1 << 16
+DIGEST_CHUNK = 1 << 20
 
 
 def agent_dir() -> Path:
@@ -116,17 +117,61 @@ def read_range(fd: int, start: int, length: int) -> bytes:
     return os.pread(fd, length, start) if length > 0 else b""
 
 
-def plan_open(fd: int, st: os.stat_result, cursor: Cursor | None) -> Plan:
-    """``plan`` for an open file: its identity and size from ``st``, the cursor's windows from ``fd``."""
+def plan_open(fd: int, st: os.stat_result, cursor: Cursor | None) -> tuple[Plan, Cursor | None]:
+    """``plan`` for an open file: its identity, size and mtime from ``st``, the windows from ``fd``.
+
+    A file of the cursor's size with a new mtime is fingerprinted whole (``verify``); when it
+    turns out unchanged, the cursor comes back refreshed (``Cursor.seen``), for the caller to
+    keep, so the same file is not fingerprinted again. Otherwise the second value is ``None``.
+    """
     head, tail = Cursor.windows(cursor.offset if cursor is not None else 0)
-    return plan(cursor, st.st_dev, st.st_ino, st.st_size, read_range(fd, *head), read_range(fd, *tail))
+    check = plan(
+        cursor, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, read_range(fd, *head), read_range(fd, *tail)
+    )
+    if check != "verify":
+        return check, None
+    assert cursor is not None
+    whole = WholeDigest()
+    digest = whole.extend(fd, cursor.offset)
+    decision = verify(cursor, digest)
+    return decision, cursor.seen(st.st_mtime_ns, digest) if decision == "nothing" else None
 
 
-def cursor_at(fd: int, st: os.stat_result, offset: int) -> Cursor:
-    """The cursor of an open file read up to ``offset``: the file's identity and its windows' fingerprints."""
+class WholeDigest:
+    """The fingerprint of a file's bytes [0, ``upto``), extended as its cursor moves on.
+
+    The indexer keeps one per file it reads, so a new cursor's whole fingerprint costs a
+    hash of the new bytes only (read back from the page cache), not of the whole file.
+    """
+
+    __slots__ = ("_hash", "upto")
+
+    def __init__(self) -> None:
+        self._hash = hasher()
+        self.upto = 0
+
+    def extend(self, fd: int, offset: int) -> str:
+        """Hash bytes [``upto``, ``offset``) of ``fd``; the fingerprint of [0, ``offset``)."""
+        while self.upto < offset:
+            chunk = read_range(fd, self.upto, min(offset - self.upto, DIGEST_CHUNK))
+            if not chunk:
+                break
+            self._hash.update(chunk)
+            self.upto += len(chunk)
+        return self._hash.hexdigest()
+
+
+def cursor_at(fd: int, st: os.stat_result, offset: int, whole: WholeDigest) -> Cursor:
+    """The cursor of an open file read up to ``offset``: identity, mtime and fingerprints."""
     head, tail = Cursor.windows(offset)
     return Cursor(
-        st.st_dev, st.st_ino, offset, fingerprint(read_range(fd, *head)), fingerprint(read_range(fd, *tail))
+        st.st_dev,
+        st.st_ino,
+        offset,
+        fingerprint(read_range(fd, *head)),
+        fingerprint(read_range(fd, *tail)),
+        st.st_mtime_ns,
+        whole.extend(fd, offset),
     )
 
 

@@ -2,25 +2,40 @@
 
 Pi only appends, except when it rewrites a whole file in place (v1/v2 migration on load,
 ``--session`` on an empty file) or a file is replaced (same path, new inode). A cursor holds
-the device, inode, offset and two fingerprints: the file's first bytes and the bytes just
-before the offset. Same file, same fingerprints, at least as long: an append, read from the
-offset. Anything else: re-read from 0.
+the device, inode, offset, the file's mtime when it was read, and three fingerprints: the
+file's first bytes, the bytes just before the offset, and all the bytes up to the offset.
+
+* Same file, same window fingerprints, longer: an append, read from the offset. (An edit in
+  the middle of a file that also grew is not seen: checking it would cost a read of the whole
+  file on every append.)
+* Same size and same mtime: nothing happened.
+* Same size, mtime changed: something rewrote the file without growing it (an editor, a
+  ``sed -i`` that kept the length). The windows cannot tell, so the whole fingerprint is
+  compared (``verify``): a full read of the file, paid only in this case.
+* Anything else: re-read from 0.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 HEAD_BYTES = 4096
 TAIL_BYTES = 1024
+DIGEST_BYTES = 16
 
 Plan = Literal["nothing", "append", "reread"]
+Check = Plan | Literal["verify"]
+
+
+def hasher() -> hashlib.blake2b:
+    """A running fingerprint: fed piece by piece, it ends equal to ``fingerprint`` of the whole."""
+    return hashlib.blake2b(digest_size=DIGEST_BYTES)
 
 
 def fingerprint(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +45,10 @@ class Cursor:
     offset: int
     head: str
     tail: str
+    # The file's mtime when it was read up to ``offset``, and the fingerprint of bytes
+    # [0, offset); both 0/"" in cursors saved before they existed.
+    mtime_ns: int = 0
+    whole: str = ""
 
     @staticmethod
     def windows(offset: int) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -38,13 +57,34 @@ class Cursor:
         tail_start = max(0, offset - TAIL_BYTES)
         return head, (tail_start, offset - tail_start)
 
+    def seen(self, mtime_ns: int, whole: str) -> Cursor:
+        """The same cursor, checked unchanged at ``mtime_ns``: not checked again until it changes."""
+        return replace(self, mtime_ns=mtime_ns, whole=whole)
 
-def plan(cursor: Cursor | None, dev: int, ino: int, size: int, head: bytes, tail: bytes) -> Plan:
-    """Decide from the cursor, the file's stat and the bytes in the cursor's windows."""
+
+def plan(
+    cursor: Cursor | None, dev: int, ino: int, size: int, mtime_ns: int, head: bytes, tail: bytes
+) -> Check:
+    """Decide from the cursor, the file's stat and the bytes in the cursor's windows.
+
+    ``"verify"``: same size, new mtime; the caller compares the whole fingerprint (``verify``).
+    """
     if cursor is None:
         return "reread" if size > 0 else "nothing"
     if (dev, ino) != (cursor.dev, cursor.ino) or size < cursor.offset:
         return "reread"
     if fingerprint(head) != cursor.head or fingerprint(tail) != cursor.tail:
         return "reread"
-    return "append" if size > cursor.offset else "nothing"
+    if size > cursor.offset:
+        return "append"
+    return "nothing" if mtime_ns == cursor.mtime_ns else "verify"
+
+
+def verify(cursor: Cursor, whole: str) -> Plan:
+    """After ``"verify"``: ``whole`` is the fingerprint of the file's bytes [0, cursor.offset) now.
+
+    A cursor saved before whole fingerprints existed cannot tell; it is trusted, as it was.
+    """
+    if not cursor.whole:
+        return "nothing"
+    return "nothing" if whole == cursor.whole else "reread"

@@ -50,9 +50,17 @@ def m002_files_skipped(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE files ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0")
 
 
+def m003_files_whole(db: sqlite3.Connection) -> None:
+    # A same-size rewrite (new mtime, same length) is told from a touch by the fingerprint of
+    # every byte up to the offset. Old rows get 0 and "": trusted once, then refreshed.
+    db.execute("ALTER TABLE files ADD COLUMN mtime_ns INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE files ADD COLUMN whole TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: Migrations = [
     ("m001_files", m001_files),
     ("m002_files_skipped", m002_files_skipped),
+    ("m003_files_whole", m003_files_whole),
 ]
 
 
@@ -81,12 +89,12 @@ class StateStore:
 
     def files(self) -> Iterator[FileState]:
         rows = self.db.execute(
-            "SELECT path, dev, ino, offset, head, tail, session_id, workspace, skipped FROM files"
+            "SELECT path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped"
+            " FROM files"
         )
-        for path, dev, ino, offset, head, tail, session_id, workspace, skipped in rows:
-            yield FileState(
-                Path(path), Cursor(dev, ino, offset, head, tail), session_id, workspace, bool(skipped)
-            )
+        for path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped in rows:
+            cursor = Cursor(dev, ino, offset, head, tail, mtime_ns, whole)
+            yield FileState(Path(path), cursor, session_id, workspace, bool(skipped))
 
     def save(self, states: Iterable[FileState]) -> None:
         """Write cursors in one transaction (callers pass only files whose records are on disk)."""
@@ -99,6 +107,8 @@ class StateStore:
                 s.cursor.offset,
                 s.cursor.head,
                 s.cursor.tail,
+                s.cursor.mtime_ns,
+                s.cursor.whole,
                 s.session_id,
                 s.workspace,
                 int(s.skipped),
@@ -110,8 +120,8 @@ class StateStore:
             return
         with transaction(self.db):
             self.db.executemany(
-                "INSERT OR REPLACE INTO files (path, dev, ino, offset, head, tail, session_id, workspace,"
-                " skipped, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO files (path, dev, ino, offset, head, tail, mtime_ns, whole,"
+                " session_id, workspace, skipped, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
 

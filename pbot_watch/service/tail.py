@@ -22,7 +22,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -78,24 +78,25 @@ class BatchReport:
     changed_state: bool = False
 
 
-def cursor_plan(path: Path, cursor: Cursor) -> str:
-    """``plan()`` for a file that is not in memory: "nothing", "append", "reread" or "gone".
+def cursor_plan(path: Path, cursor: Cursor) -> tuple[str, Cursor | None]:
+    """``plan_open`` for a file that is not in memory: "nothing", "append", "reread" or "gone".
 
     An "append" that is only the unfinished last line we already saw is "nothing": its bytes
-    become parseable when their newline arrives, and that write brings another event. Raises
-    ``OSError`` when the file cannot be read or is no longer a regular file.
+    become parseable when their newline arrives, and that write brings another event. The
+    second value is the cursor refreshed by a same-size check that found the file unchanged.
+    Raises ``OSError`` when the file cannot be read or is no longer a regular file.
     """
     try:
         fd, st = open_session(path)
     except FileNotFoundError:
-        return "gone"
+        return "gone", None
     try:
-        decision = plan_open(fd, st, cursor)
+        decision, refreshed = plan_open(fd, st, cursor)
         if decision == "append" and st.st_size - cursor.offset <= PARTIAL_PEEK_BYTES:
             rest = read_range(fd, cursor.offset, st.st_size - cursor.offset)
             if b"\n" not in rest:
-                return "nothing"
-        return decision
+                return "nothing", None
+        return decision, refreshed
     finally:
         os.close(fd)
 
@@ -148,8 +149,9 @@ class Tailer:
             if known.session_id is not None:
                 self._by_session.setdefault(known.session_id, set()).add(known.path)
         self._recent: OrderedDict[Path, None] = OrderedDict()
-        # Files read up to the budget, not to their end: whether what was read so far changed them.
-        self._partial: dict[Path, bool] = {}
+        # Files read up to the budget, not to their end: whether what was read so far changed
+        # them, and how many bytes it was.
+        self._partial: dict[Path, tuple[bool, int]] = {}
         # What the consumer is doing right now, for a status the heartbeat writes meanwhile.
         self.working_on: str | None = None
         self.counters = Counters()
@@ -173,9 +175,12 @@ class Tailer:
         if known is None:
             return path.is_file()
         try:
-            decision = cursor_plan(path, known.cursor)
+            decision, refreshed = cursor_plan(path, known.cursor)
         except OSError:
             return True  # reading it reports why, and the file is retried
+        if refreshed is not None:
+            # Rewritten at the same size but unchanged (a touch): remember, not to check it again.
+            self._save([replace(known, cursor=refreshed)])
         return decision != "nothing"
 
     def startup_paths(self, present: Iterable[Path], excluded: Callable[[str], bool]) -> list[Path]:
@@ -272,15 +277,16 @@ class Tailer:
 
     def _continued(self, path: Path, result: SyncResult, report: BatchReport) -> SyncResult | None:
         """A file read over several visits: its record is saved once, after the last piece."""
-        changed = self._partial.pop(path, False) or result.changed
+        changed, bytes_read = self._partial.pop(path, (False, 0))
         if result.outcome == "gone":
             return result
+        changed = changed or result.changed
+        bytes_read += result.bytes_read
         if result.more:
-            self._partial[path] = changed
+            self._partial[path] = (changed, bytes_read)
             report.more.append(path)
-            self.counters.bytes_parsed_last_append = result.bytes_read
             return None
-        result.changed = changed
+        result.changed, result.bytes_read = changed, bytes_read
         return result
 
     def _read(self, path: Path, report: BatchReport, budget: int | None = None) -> SyncResult | None:
@@ -356,6 +362,9 @@ class Tailer:
             if self.known.get(path) == state:
                 continue
             states.append(state)
+        self._save(states)
+
+    def _save(self, states: list[FileState]) -> None:
         self.state.save(states)
         for state in states:
             old = self.known.get(state.path)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.sessions import SessionBuilder
 from tests.service.watcher import Expect, ServiceProcess, append, lines_of, one_shot, records, wait_for
 from tests.support.paths import FIXTURES
 
@@ -220,3 +221,65 @@ def service_rss_mb(service: ServiceProcess) -> float:
         if row.startswith("VmRSS:"):
             return int(row.split()[1]) / 1024
     raise AssertionError("no VmRSS")
+
+
+def numbered_session(path: Path, cwd: Path, turns: int = 40) -> None:
+    """A session of about 15 KB: ``question number N`` / ``answer N`` pairs."""
+    builder = SessionBuilder(cwd=str(cwd))
+    for i in range(turns):
+        builder.turn(f"question number {i} " + "padding " * 30, f"answer {i}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(builder.bytes())
+
+
+def edit_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Overwrite ``old`` with ``new`` (same length) where it is, as an editor saving in place does."""
+    data = path.read_bytes()
+    assert len(old) == len(new)
+    at = data.index(old)
+    assert at > 4096 and at < len(data) - 1024  # outside the first 4 KB and the last 1 KB
+    with path.open("r+b") as handle:
+        handle.seek(at)
+        handle.write(new)
+
+
+class TestSameSizeRewrite:
+    """A session rewritten in place without changing its size is seen, running or at the next start."""
+
+    def test_while_running(self, tmp_path: Path) -> None:
+        """``question number 20`` -> ``QUESTION NUMBER 20`` in a 15 KB session: the record follows."""
+        sessions = tmp_path / "sessions"
+        path = sessions / "--proj--" / "s.jsonl"
+        numbered_session(path, tmp_path)
+        expect = Expect([sessions], tmp_path / "archive", tmp_path)
+        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            expect.same(service=service)
+            edit_in_place(path, b"question number 20", b"QUESTION NUMBER 20")
+            assert "QUESTION NUMBER 20" in json.dumps(expect.same(service=service))
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_at_the_next_start(self, tmp_path: Path) -> None:
+        """The same edit made while the service was stopped is seen at its next start."""
+        sessions = tmp_path / "sessions"
+        path = sessions / "--proj--" / "s.jsonl"
+        numbered_session(path, tmp_path)
+        expect = Expect([sessions], tmp_path / "archive", tmp_path)
+        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+        edit_in_place(path, b"question number 20", b"QUESTION NUMBER 20")
+        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            assert "QUESTION NUMBER 20" in json.dumps(expect.same(service=service))
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_touch_parses_nothing(self, tmp_path: Path) -> None:
+        """A new mtime on unchanged bytes costs a fingerprint, not a parse, and only once."""
+        sessions = tmp_path / "sessions"
+        path = sessions / "--proj--" / "s.jsonl"
+        numbered_session(path, tmp_path)
+        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            assert stop_quickly(service) < STOP_SECONDS
+        os.utime(path)
+        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            assert 0 == service.wait_status(lambda s: True, "status").bytes_parsed_total
+            assert stop_quickly(service) < STOP_SECONDS

@@ -36,7 +36,7 @@ class TestMigrations:
         db.execute("INSERT INTO files VALUES ('/s.jsonl', 1, 2, 3, 'h', 't', 'sid', '/w', 0)")
         db.close()
         store = StateStore(tmp_path)
-        assert store.applied == ["m002_files_skipped"]
+        assert store.applied == ["m002_files_skipped", "m003_files_whole"]
         assert list(store.files()) == [
             FileState(Path("/s.jsonl"), Cursor(1, 2, 3, "h", "t"), "sid", "/w", False)
         ]
