@@ -109,6 +109,11 @@ def private_file(path: Path) -> None:
                 existing.chmod(FILE_MODE)
 
 
+def is_corrupt(error: sqlite3.Error) -> bool:
+    """Whether ``error`` says the file is damaged or no database at all (not busy, not full)."""
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
 def remove(path: Path) -> None:
     """Delete a database with its ``-wal`` and ``-shm`` (only for derived data, rebuilt after)."""
     for suffix in ("", *SIDE_FILES):
@@ -118,14 +123,19 @@ def remove(path: Path) -> None:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction: everything inside commits together, or nothing does."""
+    """One write transaction: everything inside commits together, or nothing does.
+
+    A failed statement or ``COMMIT`` (disk full, busy) leaves no transaction open behind it:
+    SQLite may already have rolled back itself, and a ``COMMIT`` that failed has not.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def execute_script(conn: sqlite3.Connection, sql: str) -> None:

@@ -112,6 +112,10 @@ def _lines(status: Any) -> list[str]:
         f"  last append {_ago(status.last_append)}"
         + (f" ({status.last_append_path})" if status.last_append_path else ""),
     ]
+    if status.state_error:
+        lines.append(
+            f"  state      degraded: {status.state_error} ({status.unsaved_cursors} unsaved, retried)"
+        )
     worker = status.idle_worker
     if worker:
         lines.append(

@@ -65,8 +65,11 @@ class InstanceLock:
         except BlockingIOError:
             os.close(fd)
             raise AlreadyRunning(self.path, read_pid(self.path)) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        # The pid only names the holder in a refusal: on a full disk, hold the lock without it.
+        with contextlib.suppress(OSError):
+            pid = f"{os.getpid()}\n".encode("ascii")
+            os.pwrite(fd, pid, 0)
+            os.ftruncate(fd, len(pid))
         self._fd = fd
 
     def release(self) -> None:

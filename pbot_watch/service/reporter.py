@@ -36,7 +36,8 @@ from pbot_watch.service.status import (
     write_status,
 )
 
-if TYPE_CHECKING:  # for the annotations only: both pull in the indexer or watchdog
+if TYPE_CHECKING:  # for the annotations only: they pull in the indexer, watchdog or SQLite
+    from pbot_watch.service.state import StateStore
     from pbot_watch.service.tail import Tailer
     from pbot_watch.service.watch import Watcher
 
@@ -55,6 +56,7 @@ class StatusSource(Protocol):
     idle: IdleClock
     tailer: Tailer | None
     watcher: Watcher | None
+    state: StateStore | None
 
 
 class StatusReporter:
@@ -169,6 +171,8 @@ class StatusReporter:
             pending_files=service.schedule.pending,
             catch_up=service.catch_up.info(now) if service.catch_up is not None else None,
             retrying_files=service.schedule.retrying,
+            state_error=service.state.error if service.state else None,
+            unsaved_cursors=service.state.unsaved if service.state else 0,
             idle_worker=service.idle.info(),
             summaries=summaries,
             extensions=extensions,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from pbot_watch.service.state import StateStore
 from pbot_watch.service.status import Activity
 from pbot_watch.service.tail import ArchiveWriter, Tailer
 from pbot_watch.service.watch import Change, Watcher
+from pbot_watch.sqlite import SQLiteTooOld
 
 log = structlog.get_logger("pbot_watch.service")
 
@@ -129,13 +129,12 @@ class Server:
             raise StartupError(f"cannot use the state folder {settings.state_dir}: {error}") from error
         try:
             try:
-                self.state = StateStore(settings.state_dir)
-            except (OSError, sqlite3.Error) as error:
-                raise StartupError(
-                    f"cannot open the service state in {settings.state_dir}: {error} (deleting"
-                    " state.sqlite3 there is safe: the next start re-reads every session file"
-                    " and rewrites only records that differ)"
-                ) from error
+                # Never fails on the database itself: it degrades to memory (see StateStore).
+                self.state = StateStore(settings.state_dir, on_error=self.reporter.error)
+            except SQLiteTooOld as error:
+                raise StartupError(str(error)) from error
+            for warning in self.state.warnings:
+                self.reporter.warn(warning)
             store = ArchiveWriter(
                 central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
             )
@@ -237,6 +236,8 @@ class Server:
             self._accept(Change("folder-gone", root))
         if now >= self._next_reconcile:
             self.reconcile()
+        assert self.state is not None
+        self.state.retry()
         self.idle.tick(time.monotonic())
         self.activity = "busy" if self.schedule.busy else "idle"
         self.reporter.maybe_write()

@@ -6,18 +6,39 @@ the record built from those bytes is on disk, so a ``kill -9`` between the two l
 cursor: the next start re-reads and finds the record already equal (nothing lost, nothing
 duplicated). Schema changes are numbered migrations ``m001_...`` (``pbot_watch.sqlite.migrate``),
 so an old state file upgrades in place.
+
+Cursors are worth keeping, not worth stopping for: ``StateStore`` degrades to memory when
+SQLite fails and says so (``error``, ``unsaved``) for status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from pbot_watch.pi.cursor import Cursor
-from pbot_watch.sqlite import Migrations, connect, migrate, transaction
+from pbot_watch.service.schedule import RETRY_SECONDS
+from pbot_watch.sqlite import (
+    BUSY_TIMEOUT_SECONDS,
+    Migrations,
+    connect,
+    is_corrupt,
+    migrate,
+    remove,
+    transaction,
+)
+
+log = structlog.get_logger("pbot_watch.service")
+
+# While the database is failing, a retry waits this long for a lock, not the full busy timeout:
+# the consumer thread, which also reads the sessions, must not stall on every retry.
+RETRY_BUSY_SECONDS = 0.2
 
 STATE_FILE = "state.sqlite3"
 
@@ -76,22 +97,61 @@ class FileState:
 
 
 class StateStore:
-    """The SQLite file of one service instance; used from the service's consumer thread only."""
+    """The SQLite file of one service instance; used from the service's consumer thread only.
 
-    def __init__(self, state_dir: Path) -> None:
+    Nothing here stops the service: cursors are only an optimisation (without them every file
+    is read again and every record found unchanged). When the database cannot be written
+    (disk full, another process holding its write lock past the busy timeout) the rows wait
+    in memory and are retried after 1, 5, 30, then every 120 seconds, with a short busy
+    timeout so a retry never stalls reading; ``error`` says why, for status. A database that
+    cannot be opened at start is retried the same way (the service starts with no cursors);
+    one that is corrupt is set aside as ``state.sqlite3.corrupt`` and started afresh.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        on_error: Callable[[str], None] | None = None,
+        retry_seconds: tuple[float, ...] = RETRY_SECONDS,
+    ) -> None:
         self.path = state_dir / STATE_FILE
-        # full: a cursor must not survive a power cut that the record it covers did not survive.
-        self.db = connect(self.path, "full")
-        self.applied = migrate(self.db, MIGRATIONS)
+        self.on_error = on_error
+        self.retry_seconds = retry_seconds
+        self.db: sqlite3.Connection | None = None
+        self.applied: list[str] = []
+        self.error: str | None = None
+        self.warnings: list[str] = []
+        # Rows not written yet, by path: a row to write, or None for a forgotten file.
+        self._unsaved: dict[str, tuple[object, ...] | None] = {}
+        self._attempts = 0
+        self._retry_at = 0.0
+        self._open()
+
+    @property
+    def unsaved(self) -> int:
+        """Cursor changes kept in memory until the database takes them."""
+        return len(self._unsaved)
 
     def close(self) -> None:
-        self.db.close()
+        """One last attempt to write what waits (with the short timeout), then close."""
+        if self._unsaved:
+            self._flush()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
 
     def files(self) -> Iterator[FileState]:
-        rows = self.db.execute(
-            "SELECT path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped"
-            " FROM files"
-        )
+        """The saved cursors; none while the database cannot be read (every file is read again)."""
+        if self.db is None:
+            return
+        try:
+            rows = self.db.execute(
+                "SELECT path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped"
+                " FROM files"
+            ).fetchall()
+        except sqlite3.Error as error:
+            self._failed(error, "read")
+            return
         for path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped in rows:
             cursor = Cursor(dev, ino, offset, head, tail, mtime_ns, whole)
             yield FileState(Path(path), cursor, session_id, workspace, bool(skipped))
@@ -99,8 +159,8 @@ class StateStore:
     def save(self, states: Iterable[FileState]) -> None:
         """Write cursors in one transaction (callers pass only files whose records are on disk)."""
         now = time.time()
-        rows = [
-            (
+        for s in states:
+            self._unsaved[str(s.path)] = (
                 str(s.path),
                 s.cursor.dev,
                 s.cursor.ino,
@@ -114,20 +174,117 @@ class StateStore:
                 int(s.skipped),
                 now,
             )
-            for s in states
-        ]
-        if not rows:
-            return
-        with transaction(self.db):
-            self.db.executemany(
-                "INSERT OR REPLACE INTO files (path, dev, ino, offset, head, tail, mtime_ns, whole,"
-                " session_id, workspace, skipped, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+        self.retry()
 
     def forget(self, paths: Iterable[Path]) -> None:
         """Deleted files: their cursors go, their records stay where they are."""
-        rows = [(str(p),) for p in paths]
-        if rows:
+        for path in paths:
+            self._unsaved[str(path)] = None
+        self.retry()
+
+    def retry(self, now: float | None = None) -> None:
+        """Write what waits, unless a failure's back-off has not ended yet (called every tick)."""
+        if not self._unsaved and self.db is not None:
+            return
+        if self.error is not None and (time.monotonic() if now is None else now) < self._retry_at:
+            return
+        if self.db is None and not self._open():
+            return
+        self._flush()
+
+    # ---- the database ------------------------------------------------------------------------
+    def _open(self) -> bool:
+        try:
+            self.db = connect(self.path, "full")
+            self.applied = migrate(self.db, MIGRATIONS)
+        except sqlite3.Error as error:
+            self._close_quietly()
+            if is_corrupt(error):
+                return self._start_afresh(error)
+            self._failed(error, "open")
+            return False
+        except OSError as error:
+            self._close_quietly()
+            self._failed(error, "open")
+            return False
+        if self.error is not None:
+            self._busy_timeout(RETRY_BUSY_SECONDS)  # until the next write succeeds
+        return True
+
+    def _start_afresh(self, error: sqlite3.Error) -> bool:
+        """A corrupt state: keep it aside for a look, start empty (every file is read again)."""
+        aside = self.path.with_name(STATE_FILE + ".corrupt")
+        try:
+            self.path.replace(aside)
+            remove(self.path)  # its -wal and -shm
+        except OSError as failure:
+            self._failed(failure, "set aside")
+            return False
+        message = (
+            f"the service state {self.path} was unreadable ({error}); it is kept as {aside.name}"
+            " and started afresh: every session file is read again once"
+        )
+        self.warnings.append(message)
+        log.warning("state_started_afresh", path=str(self.path), error=str(error))
+        return self._open()
+
+    def _flush(self) -> None:
+        if self.db is None:
+            return
+        rows = list(self._unsaved.items())
+        if not rows:
+            self._recovered(0)
+            return
+        try:
             with transaction(self.db):
-                self.db.executemany("DELETE FROM files WHERE path = ?", rows)
+                self.db.executemany(
+                    "DELETE FROM files WHERE path = ?", [(path,) for path, row in rows if row is None]
+                )
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO files (path, dev, ino, offset, head, tail, mtime_ns, whole,"
+                    " session_id, workspace, skipped, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [row for _, row in rows if row is not None],
+                )
+        except sqlite3.Error as error:
+            if is_corrupt(error):
+                self._close_quietly()
+                if self._start_afresh(error):
+                    self._flush()
+                return
+            self._failed(error, "write")
+            return
+        for path, row in rows:
+            if self._unsaved.get(path, row) == row:
+                self._unsaved.pop(path, None)
+        self._recovered(len(rows))
+
+    def _recovered(self, rows: int) -> None:
+        if self.error is not None:
+            log.info("state_saved_again", rows=rows, after=self.error)
+            self.error = None
+            self._attempts = 0
+            self._busy_timeout(BUSY_TIMEOUT_SECONDS)
+
+    def _failed(self, error: Exception, doing: str) -> None:
+        """Remember why, back off, and tell status (once per new reason)."""
+        message = f"cannot {doing} the service state {self.path}: {error}; cursors are kept in memory"
+        self._attempts += 1
+        delay = self.retry_seconds[min(self._attempts, len(self.retry_seconds)) - 1]
+        self._retry_at = time.monotonic() + delay
+        if message != self.error:
+            log.error("state_save_failed", path=str(self.path), doing=doing, error=str(error))
+            if self.on_error is not None:
+                self.on_error(message)
+        self.error = message
+        self._busy_timeout(RETRY_BUSY_SECONDS)
+
+    def _busy_timeout(self, seconds: float) -> None:
+        if self.db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def _close_quietly(self) -> None:
+        if self.db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.close()
+        self.db = None

@@ -8,6 +8,7 @@ second, without watchdog, the indexer or litellm.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -106,6 +107,10 @@ class Status(BaseModel):
     retrying_files: int = Field(
         0, description="files whose last read or record write failed; retried with backoff"
     )
+    state_error: str | None = Field(
+        None, description="why cursors cannot be saved now (disk full, locked); retried with back-off"
+    )
+    unsaved_cursors: int = Field(0, description="cursor changes kept in memory until the state takes them")
     idle_worker: dict[str, Any] = Field(default_factory=dict)
     summaries: dict[str, Any] = Field(
         default_factory=dict, description="from the summary engine: pending, failed, model, usage today"
@@ -124,15 +129,48 @@ def status_path(state_dir: Path) -> Path:
 
 
 def write_status(state_dir: Path, status: Status) -> None:
-    data = json.dumps(status.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n"
-    write_atomic(status_path(state_dir), data.encode("utf-8"))
+    """Replace the status file atomically; on a full disk, overwrite it where it is.
+
+    A full disk is when status matters most ("cannot save cursors: disk full"), and a new file
+    needs free blocks. The old file's blocks are already allocated: the new status is written
+    into them when it fits (a reader may then see a torn file; ``read_status`` reads again).
+    """
+    data = (json.dumps(status.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    path = status_path(state_dir)
+    try:
+        write_atomic(path, data)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT) or not _overwrite_in_place(path, data):
+            raise
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        if len(data) > os.fstat(fd).st_blocks * 512:
+            return False
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def read_status(state_dir: Path) -> Status | None:
-    try:
-        return Status.model_validate_json(status_path(state_dir).read_bytes())
-    except (OSError, ValidationError):
-        return None
+    for attempt in range(2):
+        try:
+            return Status.model_validate_json(status_path(state_dir).read_bytes())
+        except OSError:
+            return None
+        except ValidationError:
+            if attempt == 0:
+                time.sleep(0.05)  # caught mid-way through an in-place write: read it again
+    return None
 
 
 def pid_alive(pid: int) -> bool:

@@ -101,6 +101,11 @@ def cursor_plan(path: Path, cursor: Cursor) -> tuple[str, Cursor | None]:
         os.close(fd)
 
 
+def listener_name(listener: RecordListener) -> str:
+    """``SearchListener``, ``SummaryWorker.on_record``: a name for logs, not a repr of its state."""
+    return getattr(listener, "__qualname__", None) or type(listener).__qualname__
+
+
 @dataclass
 class ArchiveWriter(ArchiveStore):
     """``ArchiveStore`` that remembers the last write failure.
@@ -342,13 +347,14 @@ class Tailer:
     def _record_written(self, record: Path, session_id: str) -> None:
         self._progress()
         for listener in self.listeners:
-            self.working_on = f"record listener {listener!r} on {record}"
+            name = listener_name(listener)
+            self.working_on = f"record listener {name} on {record}"
             try:
                 listener(record, session_id)
             except Exception as error:  # a listener's bug must not stop indexing
-                log.exception("record_listener_failed", listener=repr(listener), record=str(record))
+                log.exception("record_listener_failed", listener=name, record=str(record))
                 if self.on_error:
-                    self.on_error(f"record listener {listener!r} failed on {record}: {error!r}")
+                    self.on_error(f"record listener {name} failed on {record}: {error!r}")
             self._progress()
 
     # ---- persistence and memory -----------------------------------------------------------

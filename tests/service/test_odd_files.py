@@ -8,16 +8,22 @@ serving the other sessions, says what is wrong in status, retries, and stops on 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pbot_watch.config import default_state_dir
+from pbot_watch.service.status import assess
+from pbot_watch.sqlite import BUSY_TIMEOUT_SECONDS
 from tests.core.sessions import SessionBuilder
 from tests.service.watcher import Expect, ServiceProcess, append, lines_of, one_shot, records, wait_for
 from tests.support.paths import FIXTURES
@@ -281,5 +287,117 @@ class TestSameSizeRewrite:
             assert stop_quickly(service) < STOP_SECONDS
         os.utime(path)
         with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            assert 0 == service.wait_status(lambda s: True, "status").bytes_parsed_total
+            assert stop_quickly(service) < STOP_SECONDS
+
+
+@pytest.fixture
+def small_state_disk() -> Iterator[Path]:
+    """The service's state folder on a real file system of 1 MB (a tmpfs), to fill up."""
+    folder = default_state_dir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system for the state folder needs root")
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], capture_output=True, check=False)
+
+
+def fill(folder: Path) -> Path:
+    """Write a file until the file system is full, to the last page."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler
+
+
+class TestStateFailures:
+    """The cursor database failing degrades the service, never stops it (``state_error`` in status)."""
+
+    def test_full_disk(self, two_sessions: tuple[Path, Path, Path, Expect], small_state_disk: Path) -> None:
+        """State folder full: records still written, cursors kept in memory, saved once there is room."""
+        odd, other, archive, expect = two_sessions
+        sessions = odd.parent.parent
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            filler = fill(small_state_disk)
+            append_rest(other)
+            new = odd.with_name("new.jsonl")
+            shutil.copy(FIXTURES / "real-v3" / "06-branching.jsonl", new)
+            expect.same(service=service)
+            status = service.wait_status(lambda s: s.state_error is not None, "the full disk in status")
+            assert "database or disk is full; cursors are kept in memory" in status.state_error
+            assert status.unsaved_cursors > 0
+            assert status.running
+            filler.unlink()
+            service.wait_status(
+                lambda s: (s.state_error, s.unsaved_cursors) == (None, 0), "the cursors to be saved"
+            )
+            assert stop_quickly(service) < STOP_SECONDS
+        with ServiceProcess([sessions], archive).start() as service:
+            assert 0 == service.wait_status(lambda s: True, "status").bytes_parsed_total
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_start_on_a_full_disk(
+        self, two_sessions: tuple[Path, Path, Path, Expect], small_state_disk: Path
+    ) -> None:
+        """A start with the state folder full: the service runs and indexes; status says why."""
+        odd, other, archive, expect = two_sessions
+        sessions = odd.parent.parent
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            assert stop_quickly(service) < STOP_SECONDS
+        fill(small_state_disk)
+        append_rest(other)
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            other_more = other.with_name("more.jsonl")
+            shutil.copy(FIXTURES / "real-v3" / "06-branching.jsonl", other_more)
+            expect.same(service=service)
+            status = service.wait_status(lambda s: s.state_error is not None, "the full disk in status")
+            assert "cursors are kept in memory" in status.state_error
+            assert stop_quickly(service) < STOP_SECONDS
+
+    def test_locked_past_the_busy_timeout(self, two_sessions: tuple[Path, Path, Path, Expect]) -> None:
+        """Another process holding the state's write lock for over 10 s: a degraded, running service."""
+        odd, other, archive, expect = two_sessions
+        sessions = odd.parent.parent
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            holder = sqlite3.connect(service.state_dir / "state.sqlite3", isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                append_rest(other)
+                expect.same(service=service)
+                status = service.wait_status(
+                    lambda s: s.state_error is not None,
+                    "the lock in status",
+                    timeout=BUSY_TIMEOUT_SECONDS + 10,
+                )
+                assert "database is locked; cursors are kept in memory" in status.state_error
+                assert "running" == assess(service.state_dir, status)[0]
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            service.wait_status(
+                lambda s: (s.state_error, s.unsaved_cursors) == (None, 0), "the cursors to be saved"
+            )
+            assert stop_quickly(service) < STOP_SECONDS
+        with ServiceProcess([sessions], archive).start() as service:
             assert 0 == service.wait_status(lambda s: True, "status").bytes_parsed_total
             assert stop_quickly(service) < STOP_SECONDS

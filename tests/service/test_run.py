@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pbot_watch.config import default_state_dir
 from tests.service.watcher import (
     Expect,
     ServiceProcess,
@@ -422,31 +423,19 @@ class TestLifecycle:
             )
             assert service.stop() == 0
 
-    def test_corrupt_state_is_one_line(self, roots: tuple[Path, Path, Expect], tmp_path: Path) -> None:
-        """A state database that is not SQLite stops the start with one line saying it is safe to delete."""
-        sessions, archive, _ = roots
-        state = tmp_path / "state"
-        state.mkdir()
+    def test_corrupt_state_is_set_aside(self, roots: tuple[Path, Path, Expect]) -> None:
+        """A state database that is not SQLite is kept aside; the service starts afresh and says so."""
+        sessions, archive, expect = roots
+        state = default_state_dir()
+        state.mkdir(parents=True)
         (state / "state.sqlite3").write_bytes(b"this is not a database" * 100)
-        result = subprocess.run(
-            [
-                "pbot-watch",
-                "run",
-                "--sessions",
-                str(sessions),
-                "--archive",
-                str(archive),
-                "--state-dir",
-                str(state),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        assert result.returncode == 1
-        assert "Traceback" not in result.stderr
-        assert "deleting state.sqlite3 there is safe" in result.stderr
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            status = service.wait_status(lambda s: bool(s.warnings), "the warning")
+            assert "kept as state.sqlite3.corrupt and started afresh" in status.warnings[0]
+            assert status.state_error is None
+            assert service.stop() == 0
+        assert b"this is not a database" * 100 == (state / "state.sqlite3.corrupt").read_bytes()
 
 
 class TestLogs:

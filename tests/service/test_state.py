@@ -65,3 +65,72 @@ class TestCursors:
         store.save([FileState(path, Cursor(1, 10, 200, "h", "t2"), "s1", "/ws")])
         assert [s.cursor.offset for s in store.files()] == [200]
         store.close()
+
+
+def cursor_state(path: Path, offset: int = 100) -> FileState:
+    return FileState(path, Cursor(1, 10, offset, "h", "t", 5, "w"), "s1", "/ws")
+
+
+class TestDegraded:
+    """A state database that fails never raises: cursors wait in memory and are retried."""
+
+    def test_locked_database_keeps_cursors_in_memory(self, tmp_path: Path) -> None:
+        """Another process holding the write lock: the save waits, then says why; the retry writes."""
+        store = StateStore(tmp_path, retry_seconds=(0.0,))
+        assert store.db is not None
+        store.db.execute("PRAGMA busy_timeout = 100")  # the test's patience, not the service's
+        other = sqlite3.connect(tmp_path / STATE_FILE, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        store.save([cursor_state(tmp_path / "a.jsonl")])
+        assert (1, True) == (store.unsaved, "database is locked" in (store.error or ""))
+        other.execute("ROLLBACK")
+        other.close()
+        store.retry()
+        assert (0, None) == (store.unsaved, store.error)
+        store.close()
+        assert [cursor_state(tmp_path / "a.jsonl")] == list(StateStore(tmp_path).files())
+
+    def test_unopenable_database_starts_empty_and_retries(self, tmp_path: Path) -> None:
+        """A state file that cannot be opened: no cursors, saves wait, and the open is retried."""
+        (tmp_path / STATE_FILE).mkdir()
+        errors: list[str] = []
+        store = StateStore(tmp_path, on_error=errors.append, retry_seconds=(0.0,))
+        assert ([], None) == (list(store.files()), store.db)
+        store.save([cursor_state(tmp_path / "a.jsonl")])
+        store.forget([tmp_path / "gone.jsonl"])
+        assert 2 == store.unsaved
+        assert 1 == len(errors)
+        assert "unable to open database file; cursors are kept in memory" in errors[0]
+        (tmp_path / STATE_FILE).rmdir()
+        store.retry()
+        assert (0, None) == (store.unsaved, store.error)
+        store.close()
+        assert [cursor_state(tmp_path / "a.jsonl")] == list(StateStore(tmp_path).files())
+
+    def test_corrupt_database_is_set_aside(self, tmp_path: Path) -> None:
+        """A state file that is not SQLite is kept aside and a fresh one used, with a warning."""
+        (tmp_path / STATE_FILE).write_bytes(b"this is not a database" * 100)
+        store = StateStore(tmp_path)
+        assert (None, 1) == (store.error, len(store.warnings))
+        assert "state.sqlite3.corrupt" in store.warnings[0]
+        assert b"this is not a database" * 100 == (tmp_path / "state.sqlite3.corrupt").read_bytes()
+        store.save([cursor_state(tmp_path / "a.jsonl")])
+        store.close()
+        assert [cursor_state(tmp_path / "a.jsonl")] == list(StateStore(tmp_path).files())
+
+    def test_later_saves_of_a_path_win(self, tmp_path: Path) -> None:
+        """Cursors saved while degraded keep only the last one per path, and a forget wins over a save."""
+        store = StateStore(tmp_path, retry_seconds=(3600.0,))
+        assert store.db is not None
+        store.db.execute("PRAGMA busy_timeout = 100")
+        other = sqlite3.connect(tmp_path / STATE_FILE, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+        store.save([cursor_state(a, 1), cursor_state(b, 1)])
+        store.save([cursor_state(a, 2)])
+        store.forget([b])
+        other.execute("ROLLBACK")
+        other.close()
+        assert 2 == store.unsaved
+        store.close()  # the last attempt at closing writes what waits
+        assert [cursor_state(a, 2)] == list(StateStore(tmp_path).files())
