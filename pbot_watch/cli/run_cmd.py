@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -79,6 +81,19 @@ def run_command(**flags: Any) -> None:
         server.run()
     except (AlreadyRunning, StartupError) as error:
         raise CommandError(str(error), EXIT_FAILURE) from error
+    _leave_now()
+
+
+def _leave_now() -> NoReturn:
+    """Exit 0 at once, skipping the interpreter's finalization.
+
+    The service has stopped: its status is final, its databases are committed and closed, its
+    lock is released. What is left is Python's last garbage collection over every object ever
+    imported, which after the model client (litellm) took 3 s of a SIGTERM's budget.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _configure_logging(settings: Any) -> None:
