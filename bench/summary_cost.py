@@ -41,8 +41,8 @@ from pbot_watch.log import configure_logging  # noqa: E402
 from pbot_watch.summarize.base import node_input  # noqa: E402
 from pbot_watch.summarize.litellm_model import LitellmSummarizer  # noqa: E402
 from pbot_watch.summarize.worker import SummaryWorker  # noqa: E402
-from tests.summarize.history_gen import generated_history  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply, Request  # noqa: E402
+from tests.support.pi_sessions import generated_history  # noqa: E402
 
 MODEL = "openai/bench-summarizer"
 

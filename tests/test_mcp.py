@@ -27,10 +27,10 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Tool
 
 from pbot_watch.tools.text import HISTORY_NOTE, MEMORY_NOTE
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, REPO
+from tests.support.pi_sessions import PiSession, iso
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
-REPO = Path(__file__).resolve().parent.parent
 SESSION_ID = "01a228f5-9999-7000-8000-00000000d3e1"
 DEPLOY_STEPS = 25
 LONG_ANSWER = "".join(f"段落{i:04d}: the rollout plan keeps going. " for i in range(900))
@@ -38,78 +38,27 @@ EPOCH = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 
 def stamp(seconds: int) -> str:
-    return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return iso(EPOCH + timedelta(seconds=seconds))
 
 
 def write_session(path: Path) -> None:
     """A Pi v3 session: 25 deploy steps, a Chinese exchange, a failing tool run and a long answer."""
-    entries: list[dict[str, Any]] = [
-        {
-            "type": "session",
-            "version": 3,
-            "id": SESSION_ID,
-            "timestamp": stamp(0),
-            "cwd": "/nonexistent/ws-deploy",
-        },
-        {
-            "type": "session_info",
-            "id": "name0001",
-            "parentId": None,
-            "timestamp": stamp(0),
-            "name": "Deploy notes",
-        },
-    ]
-    parent = "name0001"
-    clock = 0
-
-    def add(entry_id: str, message: dict[str, Any]) -> None:
-        nonlocal parent, clock
-        clock += 60
-        entries.append(
-            {
-                "type": "message",
-                "id": entry_id,
-                "parentId": parent,
-                "timestamp": stamp(clock),
-                "message": message,
-            }
-        )
-        parent = entry_id
-
-    def user(entry_id: str, text: str) -> None:
-        add(entry_id, {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": clock})
-
-    def assistant(entry_id: str, text: str = "", calls: list[dict[str, Any]] | None = None) -> None:
-        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-        content += [{"type": "toolCall", **call} for call in calls or []]
-        stop = "toolUse" if calls else "stop"
-        add(entry_id, {"role": "assistant", "content": content, "stopReason": stop, "model": "fake"})
-
+    pi = PiSession(SESSION_ID, "/nonexistent/ws-deploy", start=EPOCH, step=timedelta(minutes=1))
+    pi.info("Deploy notes", id="name0001", parent=None)
     for step in range(1, DEPLOY_STEPS + 1):
-        user(f"u{step:07d}", f"deploy step {step}: check the canary for service-{step}")
-        assistant(f"a{step:07d}", f"Step {step} is done; canary service-{step} is healthy.")
-    user("zh000001", "数据库迁移为什么失败了？")
-    assistant("zh000002", "数据库迁移失败是因为 schema 版本不一致，已回滚到 v41。")
-    user("tool0001", "run the budget tests")
-    assistant("tool0002", calls=[{"id": "call_1", "name": "bash", "arguments": {"command": "npm test"}}])
+        pi.user(f"deploy step {step}: check the canary for service-{step}", id=f"u{step:07d}")
+        pi.assistant(f"Step {step} is done; canary service-{step} is healthy.", id=f"a{step:07d}")
+    pi.user("数据库迁移为什么失败了？", id="zh000001")
+    pi.assistant("数据库迁移失败是因为 schema 版本不一致，已回滚到 v41。", id="zh000002")
+    pi.user("run the budget tests", id="tool0001")
+    pi.assistant(None, calls=[("call_1", "bash", {"command": "npm test"})], id="tool0002")
     output = "> budget@1.0.0 test\nPASS unit\nFAIL budget.spec.ts\n3 failed: budget over limit"
-    add(
-        "tool0003",
-        {
-            "role": "toolResult",
-            "toolCallId": "call_1",
-            "toolName": "bash",
-            "content": [
-                {"type": "text", "text": output + "\n" + "\n".join(f"trace line {i}" for i in range(400))}
-            ],
-            "isError": True,
-        },
-    )
-    assistant("tool0004", "Three budget tests fail: the limit check is off by one.")
-    user("long0001", "write the full rollout plan")
-    assistant("long0002", LONG_ANSWER)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries), encoding="utf-8")
+    trace = "\n".join(f"trace line {i}" for i in range(400))
+    pi.tool_result(f"{output}\n{trace}", call_id="call_1", name="bash", error=True, id="tool0003")
+    pi.assistant("Three budget tests fail: the limit check is off by one.", id="tool0004")
+    pi.user("write the full rollout plan", id="long0001")
+    pi.assistant(LONG_ANSWER, id="long0002")
+    pi.write(path)
 
 
 @dataclass

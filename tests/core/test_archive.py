@@ -16,16 +16,16 @@ import pytest
 from pbot_watch.archive.atomic import write_atomic
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.locations import HISTORY_SUBDIR
-from tests.core.sessions import SessionBuilder, history_of
+from tests.support.pi_sessions import PiSession, history_of
 
 SESSION = "01a228f5-0000-7000-8000-00000000abcd"
 
 
 def history(turns: int = 5, session_id: str = SESSION) -> Any:
-    b = SessionBuilder(session_id=session_id)
+    b = PiSession(session_id=session_id)
     for i in range(turns):
         b.turn(f"q{i}", f"a{i}")
-    return history_of(b.bytes())
+    return history_of(b.data())
 
 
 def mode(path: Path) -> int:

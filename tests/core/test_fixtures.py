@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.history.project import SessionFile
-from tests.core.sessions import exchanges_of, history_of, record_of
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import exchanges_of, history_of, record_of
 
 V3 = FIXTURES / "real-v3"
 ONLOAD = FIXTURES / "onload"

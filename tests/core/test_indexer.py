@@ -12,15 +12,8 @@ from pathlib import Path
 
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import Indexer, IndexProgress, index_all
-from tests.core.sessions import SessionBuilder
 from tests.support.paths import FIXTURES
-
-
-def session(root: Path, name: str, builder: SessionBuilder) -> Path:
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(builder.bytes())
-    return path
+from tests.support.pi_sessions import PiSession
 
 
 def records(folder: Path) -> dict[str, dict[str, object]]:
@@ -30,10 +23,10 @@ def records(folder: Path) -> dict[str, dict[str, object]]:
 class TestSync:
     def test_appends_in_pieces_equal_whole_file(self, tmp_path: Path) -> None:
         """A file appended in pieces (cut mid-line and mid-character) ends with the whole file's record."""
-        b = SessionBuilder(cwd=str(tmp_path))
+        b = PiSession(cwd=str(tmp_path))
         for i in range(9):
             b.turn(f"question {i} 中文", f"answer {i} 😀")
-        data = b.bytes()
+        data = b.data()
         path = tmp_path / "s.jsonl"
         indexer = Indexer(ArchiveStore(central=tmp_path / "live"))
         path.write_bytes(b"")
@@ -48,14 +41,14 @@ class TestSync:
 
     def test_append_reads_only_new_bytes(self, tmp_path: Path) -> None:
         """After the first pass, a sync reads only what was appended."""
-        b = SessionBuilder(cwd=str(tmp_path))
+        b = PiSession(cwd=str(tmp_path))
         b.turn("first")
-        path = session(tmp_path, "s.jsonl", b)
+        path = b.write(tmp_path / "s.jsonl")
         indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
         indexer.sync(path)
         size = path.stat().st_size
         b.turn("second")
-        path.write_bytes(b.bytes())
+        path.write_bytes(b.data())
         result = indexer.sync(path)
         assert (path.stat().st_size - size, False, "written") == (
             result.bytes_read,
@@ -66,15 +59,15 @@ class TestSync:
 
     def test_rewrite_in_place_reads_again(self, tmp_path: Path) -> None:
         """A shorter file (Pi's migration rewrite) is read again from the start."""
-        b = SessionBuilder(cwd=str(tmp_path))
+        b = PiSession(cwd=str(tmp_path))
         for i in range(3):
             b.turn(f"q{i}")
-        path = session(tmp_path, "s.jsonl", b)
+        path = b.write(tmp_path / "s.jsonl")
         indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
         indexer.sync(path)
-        shorter = SessionBuilder(cwd=str(tmp_path))
+        shorter = PiSession(cwd=str(tmp_path))
         shorter.turn("only one")
-        path.write_bytes(shorter.bytes())
+        path.write_bytes(shorter.data())
         result = indexer.sync(path)
         assert result.reread
         record = next(iter(records(tmp_path / "a").values()))
@@ -82,9 +75,9 @@ class TestSync:
 
     def test_deleted_file_keeps_its_record(self, tmp_path: Path) -> None:
         """A session file that disappears is forgotten; its record stays."""
-        b = SessionBuilder(cwd=str(tmp_path))
+        b = PiSession(cwd=str(tmp_path))
         b.turn("q")
-        path = session(tmp_path, "s.jsonl", b)
+        path = b.write(tmp_path / "s.jsonl")
         indexer = Indexer(ArchiveStore(central=tmp_path / "a"))
         indexer.sync(path)
         path.unlink()
@@ -93,10 +86,10 @@ class TestSync:
 
     def test_budget_reads_a_file_in_pieces(self, tmp_path: Path) -> None:
         """Reads bounded by a budget say when bytes remain, and end with the whole file's record."""
-        b = SessionBuilder(cwd=str(tmp_path))
+        b = PiSession(cwd=str(tmp_path))
         b.turn("x" * 5000, "answer")
         b.turn("second", "y" * 3000)
-        path = session(tmp_path, "s.jsonl", b)
+        path = b.write(tmp_path / "s.jsonl")
         indexer = Indexer(ArchiveStore(central=tmp_path / "pieces"))
         pieces = []
         while True:
@@ -111,9 +104,9 @@ class TestSync:
 
     def test_reads_stop_at_the_size_at_open(self, tmp_path: Path) -> None:
         """A read never goes past the size the file had when it was opened (no endless file)."""
-        b = SessionBuilder(cwd=str(tmp_path))
+        b = PiSession(cwd=str(tmp_path))
         b.turn("q", "a")
-        path = session(tmp_path, "s.jsonl", b)
+        path = b.write(tmp_path / "s.jsonl")
         result = Indexer(ArchiveStore(central=tmp_path / "a")).read(path)
         assert (path.stat().st_size, False) == (result.bytes_read, result.more)
 
@@ -147,15 +140,15 @@ class TestIndexAll:
     def test_cycle_is_warned_and_other_sessions_indexed(self, tmp_path: Path) -> None:
         """A session with a parentId cycle is indexed with a warning; the other sessions are written too."""
         roots = tmp_path / "sessions"
-        bad = SessionBuilder(session_id="s-cycle", cwd=str(tmp_path))
+        bad = PiSession(session_id="s-cycle", cwd=str(tmp_path))
         bad.user("q", id="cccc0001", parent=None)
         bad.assistant("a", id="cccc0002", parent="cccc0001")
         bad.user("loop", id="cccc0001", parent="cccc0002")
         bad.assistant("tail", id="cccc0003", parent="cccc0002")
-        session(roots, "a/bad.jsonl", bad)
-        good = SessionBuilder(session_id="s-good", cwd=str(tmp_path))
+        bad.write(roots / "a" / "bad.jsonl")
+        good = PiSession(session_id="s-good", cwd=str(tmp_path))
         good.turn("fine")
-        session(roots, "b/good.jsonl", good)
+        good.write(roots / "b" / "good.jsonl")
         report = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
         assert (2, 2) == (report.sessions, report.written)
         assert any("cycle" in w and "bad.jsonl" in w for w in report.warnings)
@@ -164,14 +157,14 @@ class TestIndexAll:
     def test_missing_workspace_skipped_run_goes_on(self, tmp_path: Path) -> None:
         """A session whose cwd is gone is skipped with a warning naming it; the others are written."""
         roots = tmp_path / "sessions"
-        gone = SessionBuilder(session_id="s-gone", cwd=str(tmp_path / "deleted-project"))
+        gone = PiSession(session_id="s-gone", cwd=str(tmp_path / "deleted-project"))
         gone.turn("q")
-        session(roots, "gone.jsonl", gone)
+        gone.write(roots / "gone.jsonl")
         here = tmp_path / "project"
         here.mkdir()
-        live = SessionBuilder(session_id="s-live", cwd=str(here))
+        live = PiSession(session_id="s-live", cwd=str(here))
         live.turn("q")
-        session(roots, "live.jsonl", live)
+        live.write(roots / "live.jsonl")
         report = index_all([roots], ArchiveStore())
         assert (1, 1) == (report.written, report.skipped)
         assert any("deleted-project" in w and "no longer exists" in w for w in report.warnings)
@@ -191,9 +184,9 @@ class TestIndexAll:
     def test_import_copy_with_same_session_id_makes_one_record(self, tmp_path: Path) -> None:
         """Two files with one session id (an /import copy) give one record holding both files' branches."""
         roots = tmp_path / "sessions"
-        original = SessionBuilder(session_id="s-same", cwd=str(tmp_path))
+        original = PiSession(session_id="s-same", cwd=str(tmp_path))
         original.turn("shared")
-        copy = SessionBuilder(
+        copy = PiSession(
             session_id="s-same",
             cwd=str(tmp_path),
             entries=list(original.entries),
@@ -202,8 +195,8 @@ class TestIndexAll:
         )
         original.turn("only in the original")
         copy.turn("only in the copy")
-        session(roots, "a.jsonl", original)
-        session(roots, "b.jsonl", copy)
+        original.write(roots / "a.jsonl")
+        copy.write(roots / "b.jsonl")
         report = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
         assert (1, 1) == (report.sessions, report.written)
         record = records(tmp_path / "archive")["s-same"]
@@ -224,9 +217,9 @@ class TestNewestFirst:
         """One session file per name, modified ``ages[name]`` hours ago."""
         now = 1_800_000_000
         for name, hours in ages.items():
-            b = SessionBuilder(session_id=f"s-{name}", cwd=str(root))
+            b = PiSession(session_id=f"s-{name}", cwd=str(root))
             b.turn(f"question in {name}")
-            path = session(root / "sessions", f"{name}.jsonl", b)
+            path = b.write(root / "sessions" / f"{name}.jsonl")
             os.utime(path, (now - hours * 3600, now - hours * 3600))
 
     def test_sessions_are_read_newest_first(self, tmp_path: Path) -> None:
@@ -269,9 +262,9 @@ class TestIndexCommandWarnings:
     def test_skipped_workspace_warns_on_stderr_and_exits_zero(self, tmp_path: Path) -> None:
         """The CLI names a skipped workspace on stderr and still succeeds."""
         roots = tmp_path / "sessions"
-        gone = SessionBuilder(cwd=str(tmp_path / "nowhere"))
+        gone = PiSession(cwd=str(tmp_path / "nowhere"))
         gone.turn("q")
-        session(roots, "x.jsonl", gone)
+        gone.write(roots / "x.jsonl")
         result = subprocess.run(
             ["pbot-watch", "index", "--sessions", str(roots)],
             capture_output=True,
@@ -288,13 +281,13 @@ class TestWriteFailures:
     def test_failed_record_write_is_reported_and_others_land(self, tmp_path: Path) -> None:
         """A real EFBIG on one record (file size limit) skips that session with a warning; the other is written."""
         roots = tmp_path / "sessions"
-        small = SessionBuilder(session_id="s-small", cwd=str(tmp_path))
+        small = PiSession(session_id="s-small", cwd=str(tmp_path))
         small.turn("short")
-        session(roots, "small.jsonl", small)
-        big = SessionBuilder(session_id="s-big", cwd=str(tmp_path))
+        small.write(roots / "small.jsonl")
+        big = PiSession(session_id="s-big", cwd=str(tmp_path))
         for i in range(40):
             big.turn(f"long {i} " + "x" * 4000)
-        session(roots, "big.jsonl", big)
+        big.write(roots / "big.jsonl")
         archive = tmp_path / "archive"
         script = textwrap.dedent(
             f"""

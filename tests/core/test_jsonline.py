@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pbot_watch.pi.jsonline import Malformed, loads_line
-from tests.core.sessions import SessionBuilder, history_of
+from tests.support.pi_sessions import PiSession, history_of
 
 
 def reference(line: bytes) -> Any:
@@ -23,7 +23,7 @@ def reference(line: bytes) -> Any:
     return json.JSONDecoder(parse_constant=reject).decode(text)
 
 
-def answer_line(b: SessionBuilder, raw_text: bytes) -> bytes:
+def answer_line(b: PiSession, raw_text: bytes) -> bytes:
     """An assistant answer whose text block's ``text`` is the raw JSON ``raw_text``."""
     b.assistant("PLACEHOLDER")
     entry = b.entries.pop()
@@ -33,9 +33,9 @@ def answer_line(b: SessionBuilder, raw_text: bytes) -> bytes:
 
 def answer_text(raw_text: bytes) -> str:
     """The exchange text of a one-question session whose answer's text is the raw JSON ``raw_text``."""
-    b = SessionBuilder()
+    b = PiSession()
     b.user("q")
-    data = b.bytes() + answer_line(b, raw_text)
+    data = b.data() + answer_line(b, raw_text)
     history = history_of(data)
     assert history is not None
     text: str = history.branches[0][0]["text"]
@@ -98,10 +98,10 @@ class TestDuplicateKeys:
 
     def test_duplicate_role_decides_the_message(self) -> None:
         """An entry whose ``role`` repeats is what its last ``role`` says."""
-        b = SessionBuilder()
+        b = PiSession()
         b.user("q")
         line = answer_line(b, b'"yes"').replace(b'"role":"assistant"', b'"role":"user","role":"assistant"')
-        history = history_of(b.bytes() + line)
+        history = history_of(b.data() + line)
         assert history is not None
         assert history.branches[0][0]["completed"]
 
@@ -127,9 +127,9 @@ class TestMalformed:
 
     def test_deep_nesting_counts_as_malformed_and_the_file_goes_on(self) -> None:
         """A line nested 100,000 deep is one malformed line; the exchange after it is read."""
-        b = SessionBuilder()
+        b = PiSession()
         b.user("q")
-        data = b.bytes() + b"[" * 100_000 + b"]" * 100_000 + b"\n" + answer_line(b, b'"a"')
+        data = b.data() + b"[" * 100_000 + b"]" * 100_000 + b"\n" + answer_line(b, b'"a"')
         history = history_of(data)
         assert history is not None
         assert history.branches[0][0]["completed"]

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from pbot_watch.history.nodes import index_history
 from pbot_watch.history.project import SessionFile
 from tests.core.pbot_oracle import Oracle
-from tests.core.sessions import SessionBuilder, has_cycle, session_builders
 from tests.e2e.pi_install import PiInstall
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import PiSession, has_cycle, session_builders
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -106,22 +106,20 @@ class TestRealFixtures:
 class TestGeneratedTrees:
     @PARITY
     @given(builder=session_builders(max_entries=60, odd=True))
-    def test_any_tree_equals_pbot(self, oracle: Oracle, builder: SessionBuilder) -> None:
+    def test_any_tree_equals_pbot(self, oracle: Oracle, builder: PiSession) -> None:
         """Branches, roots, orphans, duplicate ids, odd ids and odd text blocks: pbot's record exactly."""
         assume(not has_cycle(builder.entries))
-        data = builder.bytes()
+        data = builder.data()
         expected = oracle.record(data, RECORD_ID)
         assert "error" not in expected
         assert text(expected["record"]) == text(ours(data))
 
     @PARITY
     @given(builder=session_builders(max_entries=30, untimed=True))
-    def test_missing_timestamps_match_where_pbot_writes(
-        self, oracle: Oracle, builder: SessionBuilder
-    ) -> None:
+    def test_missing_timestamps_match_where_pbot_writes(self, oracle: Oracle, builder: PiSession) -> None:
         """Without timestamps we match pbot's record where it writes one, and still write where it fails."""
         assume(not has_cycle(builder.entries))
-        data = builder.bytes()
+        data = builder.data()
         expected = oracle.record(data, RECORD_ID)
         actual = ours(data)
         if "error" in expected:
@@ -133,7 +131,7 @@ class TestGeneratedTrees:
 
     def test_hundreds_of_exchanges_with_branches(self, oracle: Oracle) -> None:
         """Three levels of summaries over two branches sharing a long prefix match pbot."""
-        builder = SessionBuilder()
+        builder = PiSession()
         for i in range(150):
             builder.turn(f"question {i}", f"answer {i}")
         fork = builder.leaf
@@ -142,7 +140,7 @@ class TestGeneratedTrees:
         builder.leaf = fork
         for i in range(70):
             builder.turn(f"right {i}", f"right answer {i}")
-        data = builder.bytes()
+        data = builder.data()
         actual = ours(data)
         assert actual is not None
         assert max(n["level"] for n in actual["nodes"]) == 3
@@ -151,18 +149,18 @@ class TestGeneratedTrees:
     @pytest.mark.parametrize("prefix", ["", "a", "ab", "abc"])
     def test_name_fallback_cut_matches_pbot(self, oracle: Oracle, prefix: str) -> None:
         """The 80-unit cut through emoji (surrogate pairs) and whitespace runs matches pbot."""
-        builder = SessionBuilder()
+        builder = PiSession()
         builder.turn(prefix + "😀 \t\n  " * 30)
-        data = builder.bytes()
+        data = builder.data()
         assert text(oracle.record(data, RECORD_ID)["record"]) == text(ours(data))
 
 
 class TestReuse:
     @PARITY
     @given(builder=session_builders(max_entries=120, orphans=False, duplicates=False))
-    def test_grown_file_reuses_like_pbot(self, oracle: Oracle, builder: SessionBuilder) -> None:
+    def test_grown_file_reuses_like_pbot(self, oracle: Oracle, builder: PiSession) -> None:
         """A record written for a prefix, summaries then filled in, re-indexed on the grown file: as pbot."""
-        lines = builder.bytes().splitlines(keepends=True)
+        lines = builder.data().splitlines(keepends=True)
         cut = max(1, len(lines) * 2 // 3)
         first = ours(b"".join(lines[:cut]))
         assume(first is not None)

@@ -12,7 +12,7 @@ from pbot_watch.history.jstext import dumps
 from pbot_watch.history.nodes import index_history
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.record import HistoryRecord
-from tests.core.sessions import SessionBuilder, session_builders
+from tests.support.pi_sessions import PiSession, session_builders
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -46,18 +46,16 @@ class TestChunking:
         builder=session_builders(max_entries=50, odd=True),
         cuts=st.lists(st.integers(min_value=0), max_size=30),
     )
-    def test_random_chunks_equal_whole_file(self, builder: SessionBuilder, cuts: list[int]) -> None:
+    def test_random_chunks_equal_whole_file(self, builder: PiSession, cuts: list[int]) -> None:
         """Bytes fed in random pieces (cut inside lines and UTF-8 characters) give the whole file's record."""
-        data = builder.bytes()
+        data = builder.data()
         assert record(whole(data)) == record(fed(data, cuts))
 
     @SETTINGS
     @given(builder=session_builders(max_entries=40), cuts=st.lists(st.integers(min_value=0), max_size=20))
-    def test_history_asked_between_chunks_changes_nothing(
-        self, builder: SessionBuilder, cuts: list[int]
-    ) -> None:
+    def test_history_asked_between_chunks_changes_nothing(self, builder: PiSession, cuts: list[int]) -> None:
         """Asking for the history after every piece (as the watcher does) leaves the final record the same."""
-        data = builder.bytes()
+        data = builder.data()
         state = SessionFile()
         start = 0
         for cut in sorted({c % (len(data) + 1) for c in cuts}):
@@ -69,9 +67,9 @@ class TestChunking:
 
     @SETTINGS
     @given(builder=session_builders(max_entries=30), size=st.integers(min_value=1, max_value=7))
-    def test_byte_by_byte_small_steps(self, builder: SessionBuilder, size: int) -> None:
+    def test_byte_by_byte_small_steps(self, builder: PiSession, size: int) -> None:
         """Even pieces of a few bytes give the same entries, malformed counts and record."""
-        data = builder.bytes()
+        data = builder.data()
         state = SessionFile()
         for i in range(0, len(data), size):
             state.feed(data[i : i + size])
@@ -84,9 +82,9 @@ class TestGrowth:
     @given(
         builder=session_builders(max_entries=80, orphans=False, duplicates=False), split=st.floats(0.1, 0.9)
     )
-    def test_grown_file_keeps_ids_and_ready_summaries(self, builder: SessionBuilder, split: float) -> None:
+    def test_grown_file_keeps_ids_and_ready_summaries(self, builder: PiSession, split: float) -> None:
         """Appending keeps every node id of the prefix, and every ready summary whose children did not change."""
-        lines = builder.bytes().splitlines(keepends=True)
+        lines = builder.data().splitlines(keepends=True)
         cut = max(1, int(len(lines) * split))
         state = SessionFile()
         state.feed(b"".join(lines[:cut]))
@@ -121,17 +119,17 @@ class TestGrowth:
     @given(turns=st.integers(min_value=4, max_value=70), more=st.integers(min_value=1, max_value=40))
     def test_linear_growth_keeps_every_summary(self, turns: int, more: int) -> None:
         """On a linear session, every summary of the prefix survives growth, text and all."""
-        b = SessionBuilder()
+        b = PiSession()
         for i in range(turns):
             b.turn(f"q{i}", f"a{i}")
-        first = record(whole(b.bytes()))
+        first = record(whole(b.data()))
         assert first is not None
         for node in first["nodes"]:
             if node["kind"] == "summary":
                 node.update(text="done", ready=True)
         for i in range(more):
             b.turn(f"later {i}")
-        second = record(whole(b.bytes()), previous=first)
+        second = record(whole(b.data()), previous=first)
         assert second is not None
         after = {n["id"]: n for n in second["nodes"]}
         for node in first["nodes"]:
@@ -146,9 +144,9 @@ class TestGrowth:
 class TestRoundTrip:
     @SETTINGS
     @given(builder=session_builders(max_entries=60, odd=True))
-    def test_record_json_model_json_unchanged(self, builder: SessionBuilder) -> None:
+    def test_record_json_model_json_unchanged(self, builder: PiSession) -> None:
         """record -> JSON -> pydantic HistoryRecord -> JSON gives the same JSON (aliases and extras kept)."""
-        built = record(whole(builder.bytes()))
+        built = record(whole(builder.data()))
         assume(built is not None)
         for node in built["nodes"] if built else []:
             if node["kind"] == "summary":

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from pbot_watch.history.record import HistoryRecord, record_json_schema
-from tests.core.sessions import record_of
 from tests.support.paths import FIXTURES, REPO
+from tests.support.pi_sessions import record_of
 
 SCHEMA = REPO / "docs" / "record.schema.json"
 

@@ -17,6 +17,7 @@ import pytest
 
 from pbot_watch.pi.entries import SessionHeader, session_header
 from pbot_watch.sources import NotRegularFile, open_session, read_header
+from tests.support.pi_sessions import PiSession, jsonl
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,38 +25,15 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def header_line(session_id: str, cwd: str, **extra: str) -> bytes:
-    header = {
-        "type": "session",
-        "version": 3,
-        "id": session_id,
-        "timestamp": "2026-11-29T20:00:00.000Z",
-        "cwd": cwd,
-        **extra,
-    }
-    return json.dumps(header).encode() + b"\n"
+    """A header alone, with ``extra`` fields after Pi's own."""
+    return PiSession(session_id, cwd, header_fields=extra).data()
 
 
 def exchange(question: str) -> bytes:
-    user = {
-        "type": "message",
-        "id": "u1",
-        "parentId": None,
-        "timestamp": "2026-11-29T20:00:01.000Z",
-        "message": {"role": "user", "content": [{"type": "text", "text": question}], "timestamp": 0},
-    }
-    assistant = {
-        "type": "message",
-        "id": "a1",
-        "parentId": "u1",
-        "timestamp": "2026-11-29T20:00:02.000Z",
-        "message": {
-            "role": "assistant",
-            "content": [{"type": "text", "text": "ok"}],
-            "stopReason": "stop",
-            "timestamp": 0,
-        },
-    }
-    return b"".join(json.dumps(e).encode() + b"\n" for e in (user, assistant))
+    """The lines of one question and its answer, without a header."""
+    pi = PiSession()
+    pi.turn(question)
+    return jsonl(pi.entries)
 
 
 NESTED = b"[" * 1000 + b"]" * 1000 + b"\n"

@@ -13,7 +13,7 @@ import pytest
 
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import Indexer
-from tests.core.sessions import SessionBuilder
+from tests.support.pi_sessions import PiSession
 
 pytestmark = pytest.mark.slow
 
@@ -65,13 +65,13 @@ class TestTornRead:
         )
         try:
             wait_for(ready, 30)
-            b = SessionBuilder(cwd=str(tmp_path))
+            b = PiSession(cwd=str(tmp_path))
             session = tmp_path / "s.jsonl"
             indexer = Indexer(ArchiveStore(central=archive))
             written = 0
             for i in range(150):
                 b.turn(f"question {i} " + "long text " * 300, f"answer {i} " + "回答 " * 300)
-                session.write_bytes(b.bytes())
+                session.write_bytes(b.data())
                 written += indexer.sync(session).outcome == "written"
         finally:
             stop.write_text("stop")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pbot_watch.history.project import SessionFile, fallback_name
-from tests.core.sessions import MISSING, SessionBuilder, exchanges_of, history_of, record_of
+from tests.support.pi_sessions import MISSING, PiSession, exchanges_of, history_of, record_of
 
 
 def ids(data: bytes) -> list[list[list[str]]]:
@@ -13,95 +13,93 @@ def ids(data: bytes) -> list[list[list[str]]]:
 class TestBranches:
     def test_each_tip_is_a_branch_sharing_the_prefix(self) -> None:
         """Two tips under one answer give two branches that both start with the shared exchange."""
-        b = SessionBuilder()
+        b = PiSession()
         u1, a1 = b.turn("root q")
         u2, a2 = b.turn("left q")
         b.leaf = a1
         u3, a3 = b.turn("right q")
-        assert [[[u1, a1], [u2, a2]], [[u1, a1], [u3, a3]]] == ids(b.bytes())
+        assert [[[u1, a1], [u2, a2]], [[u1, a1], [u3, a3]]] == ids(b.data())
 
     def test_several_roots(self) -> None:
         """A second ``parentId: null`` entry starts a separate tree (Pi's resetLeaf)."""
-        b = SessionBuilder()
+        b = PiSession()
         u1, a1 = b.turn("first tree")
         b.leaf = None
         u2, a2 = b.turn("second tree")
-        assert [[[u1, a1]], [[u2, a2]]] == ids(b.bytes())
+        assert [[[u1, a1]], [[u2, a2]]] == ids(b.data())
 
     def test_orphan_starts_its_own_branch(self) -> None:
         """A missing parent ends ``getBranch`` silently: the orphan's chain is a branch of its own."""
-        b = SessionBuilder()
+        b = PiSession()
         u1, a1 = b.turn("main")
         b.leaf = "gone0000"
         u2, a2 = b.turn("orphaned")
-        assert [[[u1, a1]], [[u2, a2]]] == ids(b.bytes())
+        assert [[[u1, a1]], [[u2, a2]]] == ids(b.data())
 
     def test_non_message_tip_repeats_its_branch(self) -> None:
         """A label, custom entry or session_info as the last entry is a tip; its branch adds no nodes."""
-        b = SessionBuilder()
+        b = PiSession()
         u1, a1 = b.turn("q")
         b.label(a1, "checkpoint")
         b.custom()
         b.info("named at the end")
-        record = record_of(b.bytes())
-        assert [[[u1, a1]]] == ids(b.bytes())
+        record = record_of(b.data())
+        assert [[[u1, a1]]] == ids(b.data())
         assert ["rec:0:" + a1, "rec"] == [n["id"] for n in record["nodes"]]
         assert "named at the end" == record["name"]
 
     def test_side_tip_without_exchanges_is_dropped(self) -> None:
         """A branch of only non-message entries gives no exchanges and is left out."""
-        b = SessionBuilder()
+        b = PiSession()
         b.custom()
         side = b.leaf
         u, a = b.turn("q")
         b.leaf = side
         b.label(side)
-        assert [[[u, a]]] == ids(b.bytes())
+        assert [[[u, a]]] == ids(b.data())
 
     def test_duplicate_id_last_entry_wins(self) -> None:
         """Two entries with one id: the id map keeps the later one, as Pi's does."""
-        b = SessionBuilder()
+        b = PiSession()
         u1 = b.user("original question")
         a1 = b.assistant("first answer")
         b.leaf = u1
         b.assistant("second answer", id=a1)
-        texts = [[ex[2] for ex in branch] for branch in exchanges_of(b.bytes())]
+        texts = [[ex[2] for ex in branch] for branch in exchanges_of(b.data())]
         assert [["用户：\noriginal question\n\n助手：\nsecond answer"]] == texts
 
     def test_fork_copies_share_node_suffixes(self) -> None:
         """A /fork copies entry ids into a new session: the two records' node ids differ only by record id."""
-        source = SessionBuilder(session_id="s-source")
+        source = PiSession(session_id="s-source")
         _u1, a1 = source.turn("shared")
-        fork = SessionBuilder(
-            session_id="s-fork", entries=[dict(e) for e in source.entries], leaf=a1, counter=100
-        )
+        fork = PiSession(session_id="s-fork", entries=[dict(e) for e in source.entries], leaf=a1, counter=100)
         source.turn("only in source")
         _u2, a2 = fork.turn("only in fork")
-        left = record_of(source.bytes(), record_id="r1")
-        right = record_of(fork.bytes(), record_id="r2")
+        left = record_of(source.data(), record_id="r1")
+        right = record_of(fork.data(), record_id="r2")
         assert "r1:0:" + a1 in {n["id"] for n in left["nodes"]}
         assert {"r2:0:" + a1, "r2:0:" + a2, "r2"} == {n["id"] for n in right["nodes"]}
 
     def test_parent_arriving_after_child_joins_branches(self) -> None:
         """An entry whose parent appears later in the file (hand-made, concatenated) is linked once it does."""
-        b = SessionBuilder()
+        b = PiSession()
         u2 = b.user("second", parent="p0000001")
         a2 = b.assistant("second answer")
         u1 = b.user("first", parent=None, id="p0000000")
         b.add("custom", parent=u1, id="p0000001", customType="x")
-        assert [[[u1, u2, a2]]] == ids(b.bytes())
+        assert [[[u1, u2, a2]]] == ids(b.data())
 
 
 class TestCycles:
     def test_cycle_is_cut_and_reported(self) -> None:
         """A parentId cycle made by duplicate ids is cut at the first repeat and the tip is named."""
-        b = SessionBuilder()
+        b = PiSession()
         b.user("q", id="aaaa0001", parent=None)
         b.assistant("a", id="aaaa0002", parent="aaaa0001")
         b.user("loop", id="aaaa0001", parent="aaaa0002")  # now aaaa0001 -> aaaa0002 -> aaaa0001
         b.assistant("tail", id="aaaa0003", parent="aaaa0002")
         state = SessionFile()
-        state.feed(b.bytes())
+        state.feed(b.data())
         history = state.history()
         assert history is not None
         assert [[(["aaaa0001", "aaaa0002"], True, "用户：\nloop\n\n助手：\na")]] == [
@@ -111,11 +109,11 @@ class TestCycles:
 
     def test_child_of_self_parented_entry_is_cut(self) -> None:
         """An entry that is its own parent ends the walk of the branches below it."""
-        b = SessionBuilder()
+        b = PiSession()
         b.add("custom", id="selfself", parent="selfself", customType="x")
         u, a = b.turn("below the loop")
         state = SessionFile()
-        state.feed(b.bytes())
+        state.feed(b.data())
         history = state.history()
         assert history is not None
         assert [[[u, a]]] == [[e["entryIds"] for e in branch] for branch in history.branches]
@@ -125,17 +123,17 @@ class TestCycles:
 class TestOddIds:
     def test_missing_parent_key_entries_are_not_tips(self) -> None:
         """v1 entries copied by --fork have neither id nor parentId; only the new chain is a branch."""
-        b = SessionBuilder()
+        b = PiSession()
         b.user("old", id=MISSING, parent=MISSING)
         b.assistant("old answer", id=MISSING, parent=MISSING)
         start = b.add("thinking_level_change", parent=MISSING, thinkingLevel="off")
         b.leaf = start
         u, a = b.turn("new")
-        assert [[[u, a]]] == ids(b.bytes())
+        assert [[[u, a]]] == ids(b.data())
 
     def test_tip_without_id_stands_for_the_leaf(self) -> None:
         """pbot's getBranch(undefined) walks from the leaf: that branch takes the id-less tip's place."""
-        b = SessionBuilder()
+        b = PiSession()
         u1, a1 = b.turn("first tree")
         b.add("custom", id=MISSING, parent=None, customType="x")
         b.leaf = None
@@ -144,13 +142,13 @@ class TestOddIds:
         u3, a3 = b.turn("continuation of the first")
         b.leaf = a2
         b.custom()
-        assert [[[u2, a2]], [[u1, a1], [u3, a3]]] == ids(b.bytes())
+        assert [[[u2, a2]], [[u1, a1], [u3, a3]]] == ids(b.data())
 
     def test_non_object_line_moves_the_leaf(self) -> None:
         """A JSON line that is not an object is an entry without id (counted as malformed)."""
-        b = SessionBuilder()
+        b = PiSession()
         b.turn("q")
-        data = b.bytes() + b"42\n"
+        data = b.data() + b"42\n"
         state = SessionFile()
         state.feed(data)
         assert 1 == state.reader.malformed
@@ -160,29 +158,29 @@ class TestOddIds:
 class TestSessionName:
     def test_latest_session_info_in_file_order_wins(self) -> None:
         """The name is the last session_info in the file, even when it sits on another branch."""
-        b = SessionBuilder()
+        b = PiSession()
         b.info("first name")
         _, a1 = b.turn("q")
         b.turn("main line")
         b.leaf = a1
         b.info("renamed on a side branch")
         b.leaf = a1
-        assert "renamed on a side branch" == history_of(b.bytes()).name
+        assert "renamed on a side branch" == history_of(b.data()).name
 
     def test_empty_name_clears(self) -> None:
         """An empty (or blank) name clears the title and the fallback applies."""
-        b = SessionBuilder()
+        b = PiSession()
         b.info("named")
         b.turn("what  is\tthis", "an answer")
         b.info("   ")
-        assert "用户： what is this 助手： an answer" == history_of(b.bytes()).name
+        assert "用户： what is this 助手： an answer" == history_of(b.data()).name
 
     def test_name_is_trimmed(self) -> None:
         """Pi trims the stored name (``name?.trim()``)."""
-        b = SessionBuilder()
+        b = PiSession()
         b.turn("q")
         b.info("\u3000 padded \n")
-        assert "padded" == history_of(b.bytes()).name
+        assert "padded" == history_of(b.data()).name
 
     def test_fallback_collapses_whitespace_and_may_end_in_space(self) -> None:
         """80 UTF-16 units of the first exchange's text, whitespace runs as one space; a trailing space stays."""
@@ -198,22 +196,22 @@ class TestSessionName:
 
     def test_fallback_uses_first_branch_first_exchange(self) -> None:
         """Without a session_info, the first exchange of the first branch names the session."""
-        b = SessionBuilder()
+        b = PiSession()
         b.turn("the very first question")
-        assert history_of(b.bytes()).name.startswith("用户： the very first question 助手： ok")
+        assert history_of(b.data()).name.startswith("用户： the very first question 助手： ok")
 
 
 class TestBadLines:
     def test_bad_lines_are_counted_and_skipped(self) -> None:
         """Torn JSON, NaN, deep nesting and blank lines are skipped; the entries around them stay."""
-        b = SessionBuilder()
+        b = PiSession()
         u, a = b.turn("before")
-        data = b.bytes() + b'{"type":"message","id":"x"\n' + b"NaN\n" + b"[" * 100000 + b"\n" + b"   \n"
-        tail = SessionBuilder(counter=10)
+        data = b.data() + b'{"type":"message","id":"x"\n' + b"NaN\n" + b"[" * 100000 + b"\n" + b"   \n"
+        tail = PiSession(counter=10)
         tail.leaf = a
         u2, a2 = tail.turn("after")
         state = SessionFile()
-        state.feed(data + b"".join(tail.bytes().splitlines(keepends=True)[1:]))
+        state.feed(data + b"".join(tail.data().splitlines(keepends=True)[1:]))
         assert (3, 1) == (state.reader.malformed, state.reader.blank)
         history = state.history()
         assert [[[u, a], [u2, a2]]] == [[e["entryIds"] for e in br] for br in history.branches]

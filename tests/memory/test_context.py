@@ -10,19 +10,19 @@ import pytest
 from pbot_watch.memory.index import refresh_memory
 from pbot_watch.memory.query import search_memory
 from pbot_watch.search.index import SearchIndex
-from tests.search.sessions import SessionWriter
+from tests.support.pi_sessions import PiSession
 
 
-def budget_session(path: Path) -> SessionWriter:
+def budget_session(path: Path) -> PiSession:
     """Four budget runs; a compaction keeps the last two (from u3 on) in the model's context."""
-    w = SessionWriter(path, "sess-c")
+    w = PiSession("sess-c", file=path)
     for n in range(1, 5):
-        w.user(f"u{n}", f"check the budget, round {n}")
-        w.assistant(f"a{n}", f"budget round {n} looks fine")
+        w.user(f"check the budget, round {n}", id=f"u{n}")
+        w.assistant(f"budget round {n} looks fine", id=f"a{n}")
         if n == 4:
             break
         if n == 2:
-            w.compaction("c0", kept="u1")  # an earlier compaction that kept everything
+            w.compaction("u1", id="c0")  # an earlier compaction that kept everything
     return w
 
 
@@ -42,8 +42,8 @@ class TestContextOrder:
     def test_historical_hits_come_first(self, tmp_path: Path, index: SearchIndex) -> None:
         """Hits that left the context at the latest compaction come before retained ones, each newest first."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
-        w.compaction("c1", kept="u3")
-        w.user("u5", "one more budget question")
+        w.compaction("u3", id="c1")
+        w.user("one more budget question", id="u5")
         hits = search(index, tmp_path / "s", "budget")
         assert [
             ("a2", "historical"),
@@ -60,7 +60,7 @@ class TestContextOrder:
     def test_terms_mode_groups_too(self, tmp_path: Path, index: SearchIndex) -> None:
         """In terms mode the groups keep BM25 order inside them, historical first."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
-        w.compaction("c1", kept="u3")
+        w.compaction("u3", id="c1")
         contexts = [c for _e, c in search(index, tmp_path / "s", "budget round", match="terms")]
         assert ["historical"] * 4 + ["retained"] * 4 == contexts
 
@@ -72,8 +72,8 @@ class TestContextOrder:
     def test_unknown_comes_last(self, tmp_path: Path, index: SearchIndex) -> None:
         """A compaction whose kept entry is not on the branch leaves what precedes it unknown, after the retained."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
-        w.compaction("c1", kept="not-an-entry")
-        w.user("u5", "one more budget question")
+        w.compaction("not-an-entry", id="c1")
+        w.user("one more budget question", id="u5")
         hits = search(index, tmp_path / "s", "budget")
         assert ("u5", "retained") == hits[0]
         assert {"unknown"} == {c for _e, c in hits[1:]}
@@ -81,8 +81,8 @@ class TestContextOrder:
     def test_a_compaction_on_another_branch_does_not_count(self, tmp_path: Path, index: SearchIndex) -> None:
         """Compacting an abandoned branch labels nothing on the current one."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
-        w.compaction("c1", kept="u3")
-        w.user("u9", "back to the budget, other branch", parent="a2")
+        w.compaction("u3", id="c1")
+        w.user("back to the budget, other branch", parent="a2", id="u9")
         hits = search(index, tmp_path / "s", "budget")
         assert {"retained"} == {c for _e, c in hits}
         assert "u9" == hits[0][0]
@@ -90,7 +90,7 @@ class TestContextOrder:
     def test_listing_is_labelled_not_regrouped(self, tmp_path: Path, index: SearchIndex) -> None:
         """Without a query, sources stay newest first, each with its label."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
-        w.compaction("c1", kept="u3")
+        w.compaction("u3", id="c1")
         hits = search(index, tmp_path / "s", "")
         assert ["c1", "a4", "u4", "a3", "u3", "c0"] == [e for e, _c in hits[:6]]
         assert ["retained"] * 5 + ["historical"] == [c for _e, c in hits[:6]]
@@ -101,7 +101,7 @@ class TestContextOrder:
         refresh_memory(index, [tmp_path / "s"])
         whole = [(h.entry_id, h.context) for h in search_memory(index, "budget", limit=50).hits]
         first = search_memory(index, "budget", limit=3)
-        w.compaction("c1", kept="u3")
+        w.compaction("u3", id="c1")
         refresh_memory(index, [tmp_path / "s"])
         second = search_memory(index, "budget", limit=50, after=first.next_cursor)
         paged = [(h.entry_id, h.context) for h in (*first.hits, *second.hits)]

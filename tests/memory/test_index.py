@@ -7,14 +7,14 @@ from pathlib import Path
 from pbot_watch.memory.index import MEMORY_SCHEMA_VERSION, count_sources, refresh_memory
 from pbot_watch.memory.query import search_memory
 from pbot_watch.search.index import SearchIndex
-from tests.search.sessions import SessionWriter
+from tests.support.pi_sessions import PiSession
 
 
 def session(root: Path) -> None:
-    w = SessionWriter(root / "ws" / "s.jsonl", "sess-1")
-    w.user("u1", "run the tests")
-    w.assistant("a1", calls=[("c1", "bash", {"command": "npm test"})])
-    w.tool_result("t1", "c1", "bash", "3 failed: budget over limit\n", error=True)
+    w = PiSession("sess-1", file=root / "ws" / "s.jsonl")
+    w.user("run the tests", id="u1")
+    w.assistant(None, calls=[("c1", "bash", {"command": "npm test"})], id="a1")
+    w.tool_result("3 failed: budget over limit\n", call_id="c1", name="bash", error=True, id="t1")
 
 
 class TestMemoryTables:

@@ -11,7 +11,7 @@ from pbot_watch.memory.index import refresh_memory
 from pbot_watch.memory.query import MemoryScope, UnknownEntry, recall, search_memory
 from pbot_watch.search.errors import BadCursor, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
-from tests.search.sessions import SessionWriter
+from tests.support.pi_sessions import PiSession
 
 
 @pytest.fixture
@@ -19,18 +19,18 @@ def root(tmp_path: Path) -> Path:
     """sess-1: a shared start, an abandoned branch (a zebra tool result) and the current branch;
     sess-2: another session that mentions both the budget and the zebra."""
     root = tmp_path / "sessions"
-    w = SessionWriter(root / "ws" / "one.jsonl", "sess-1")
-    w.user("u1", "Please check the budget validation")
-    start = w.assistant("a1", "Looking at the budget.")
-    w.user("u2", "run the tests")
-    w.assistant("a2", calls=[("call-1", "bash", {"command": "npm test"})])
-    w.tool_result("t1", "call-1", "bash", "zebra-output: 3 failed\n", error=True)
-    w.assistant("a3", "Tests fail on the abandoned branch")
-    w.user("u3", "Instead, read the budget notes", parent=start)
-    w.assistant("a4", "The budget notes say 40 per day.")
-    other = SessionWriter(root / "ws" / "two.jsonl", "sess-2")
-    other.user("v1", "the budget of the zebra project")
-    other.assistant("v2", "Zebra's budget is fine.")
+    w = PiSession("sess-1", file=root / "ws" / "one.jsonl")
+    w.user("Please check the budget validation", id="u1")
+    start = w.assistant("Looking at the budget.", id="a1")
+    w.user("run the tests", id="u2")
+    w.assistant(None, calls=[("call-1", "bash", {"command": "npm test"})], id="a2")
+    w.tool_result("zebra-output: 3 failed\n", call_id="call-1", name="bash", error=True, id="t1")
+    w.assistant("Tests fail on the abandoned branch", id="a3")
+    w.user("Instead, read the budget notes", parent=start, id="u3")
+    w.assistant("The budget notes say 40 per day.", id="a4")
+    other = PiSession("sess-2", file=root / "ws" / "two.jsonl")
+    other.user("the budget of the zebra project", id="v1")
+    other.assistant("Zebra's budget is fine.", id="v2")
     return root
 
 

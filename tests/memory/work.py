@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,10 @@ from pbot_watch.memory.cues import compute_cues
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.models import CueState
-from tests.search.sessions import SessionWriter
+from tests.support.pi_sessions import PiSession
 
 SESSION = "sess-cues"
+MIDNIGHT = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 class Work:
@@ -20,7 +22,8 @@ class Work:
     def __init__(self, path: Path, session: str = SESSION) -> None:
         self.path = path
         self.session = session
-        self.w = SessionWriter(path, session)
+        # One entry a minute from midnight: the times docs/pi.md's example shows.
+        self.w = PiSession(session, file=path, start=MIDNIGHT, step=timedelta(minutes=1))
         self.n = 0
 
     def _id(self, prefix: str) -> str:
@@ -29,9 +32,11 @@ class Work:
 
     def tool(self, name: str, arguments: dict[str, Any], output: str, error: bool = False) -> str:
         call = self._id("call-")
-        self.w.assistant(self._id("a"), calls=[(call, name, arguments)])
+        self.w.assistant(None, calls=[(call, name, arguments)], id=self._id("a"))
         return make_handle(
-            self.session, self.w.tool_result(self._id("t"), call, name, output, error=error), 0
+            self.session,
+            self.w.tool_result(output, call_id=call, name=name, error=error, id=self._id("t")),
+            0,
         )
 
     def run(self, command: str, output: str = "ok\n", error: bool = False) -> str:
@@ -48,15 +53,16 @@ class Work:
         self.tool("mcp__pbot_watch__recall_memory", {"handle": handle}, "original text")
 
     def talk(self, text: str) -> None:
-        self.w.user(self._id("u"), text)
-        self.w.assistant(self._id("a"), text=f"answer to {text}", thinking=f"thinking about {text}")
+        self.w.user(text, id=self._id("u"))
+        self.w.assistant(f"answer to {text}", thinking=f"thinking about {text}", id=self._id("a"))
 
     def ask(self, text: str = "carry on") -> str:
-        return self.w.user(self._id("u"), text)
+        return self.w.user(text, id=self._id("u"))
 
     def compact(self, kept: str | None = None) -> None:
         """Pi's compaction: everything before ``kept`` (default: a new user message) leaves the context."""
-        self.w.compaction(self._id("c"), kept=kept or self.ask())
+        entry_id = self._id("c")
+        self.w.compaction(kept or self.ask(), id=entry_id)
 
     def cues(self, **options: Any) -> CueState:
         return cues_of(self.path, **options)

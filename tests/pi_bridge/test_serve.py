@@ -14,7 +14,7 @@ import pytest
 from pbot_watch import __version__
 from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import SCRIPT, ServeChild
-from tests.search.sessions import SessionWriter
+from tests.support.pi_sessions import PiSession
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real child process per test
 
@@ -121,14 +121,14 @@ class TestLifetime:
 def sessions(tmp_path: Path) -> Path:
     """Two sessions: A says "quokka" and ran a failing test; B, another session, says "marmalade"."""
     root = tmp_path / "sessions"
-    a = SessionWriter(root / "ws" / "a.jsonl", "session-a")
-    a.user("a1", "Plan the quokka migration.")
-    a.assistant("a2", calls=[("c1", "bash", {"command": "npm test"})])
-    a.tool_result("a3", "c1", "bash", "3 failed: budget over limit", error=True)
-    a.assistant("a4", "The quokka tests fail.")
-    b = SessionWriter(root / "ws" / "b.jsonl", "session-b")
-    b.user("b1", "Marmalade for breakfast.")
-    b.assistant("b2", "Marmalade it is.")
+    a = PiSession("session-a", file=root / "ws" / "a.jsonl")
+    a.user("Plan the quokka migration.", id="a1")
+    a.assistant(None, calls=[("c1", "bash", {"command": "npm test"})], id="a2")
+    a.tool_result("3 failed: budget over limit", call_id="c1", name="bash", error=True, id="a3")
+    a.assistant("The quokka tests fail.", id="a4")
+    b = PiSession("session-b", file=root / "ws" / "b.jsonl")
+    b.user("Marmalade for breakfast.", id="b1")
+    b.assistant("Marmalade it is.", id="b2")
     return root
 
 

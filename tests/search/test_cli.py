@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.search.sessions import SessionWriter
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import PiSession
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -96,19 +96,9 @@ class TestSearchCommand:
         workspace = tmp_path / "project"
         workspace.mkdir()
         root = tmp_path / "sessions"
-        w = SessionWriter(root / "p" / "s.jsonl", "sess-ws", cwd=str(workspace))
-        w.user("u1", "where is the 配置文件?")
-        w.entry(
-            "a1",
-            {
-                "type": "message",
-                "message": {
-                    "role": "assistant",
-                    "content": [{"type": "text", "text": "in config/"}],
-                    "stopReason": "stop",
-                },
-            },
-        )
+        w = PiSession("sess-ws", str(workspace), file=root / "p" / "s.jsonl")
+        w.user("where is the 配置文件?", id="u1")
+        w.assistant("in config/", id="a1")
         assert 0 == run("index", "--sessions", str(root)).returncode
         result = run("search", "配置", "--sessions", str(root), "--json")
         data = json.loads(result.stdout)
@@ -126,11 +116,11 @@ class TestMemoryCommands:
     def test_search_recall_and_errors(self, tmp_path: Path) -> None:
         """memory search finds a tool result; recall prints numbered lines; bad input is one line."""
         root = tmp_path / "sessions"
-        w = SessionWriter(root / "s.jsonl", "sess-m")
-        w.user("u1", "list files")
-        w.assistant("a1", calls=[("c1", "bash", {"command": "ls"})])
-        w.tool_result("t1", "c1", "bash", "alpha.txt\nbeta.txt\n")
-        w.assistant("a2", "two files")
+        w = PiSession("sess-m", file=root / "s.jsonl")
+        w.user("list files", id="u1")
+        w.assistant(None, calls=[("c1", "bash", {"command": "ls"})], id="a1")
+        w.tool_result("alpha.txt\nbeta.txt\n", call_id="c1", name="bash", id="t1")
+        w.assistant("two files", id="a2")
         found = json.loads(run("memory", "search", "beta", "--sessions", str(root), "--json").stdout)
         assert 1 == found["total"]
         hit = found["hits"][0]
@@ -153,10 +143,10 @@ class TestMemoryCommands:
     def test_historical_hits_come_first_and_say_so(self, tmp_path: Path) -> None:
         """After a compaction, the hit that left the model's context is listed first, labelled historical."""
         root = tmp_path / "sessions"
-        w = SessionWriter(root / "s.jsonl", "sess-m")
-        w.user("u1", "old budget question")
-        w.user("u2", "new budget question")
-        w.compaction("c1", kept="u2")
+        w = PiSession("sess-m", file=root / "s.jsonl")
+        w.user("old budget question", id="u1")
+        w.user("new budget question", id="u2")
+        w.compaction("u2", id="c1")
         shown = run("memory", "search", "budget", "--sessions", str(root))
         assert 0 == shown.returncode, shown.stderr
         heads = [line for line in shown.stdout.splitlines() if "budget question  " in line]
@@ -166,8 +156,8 @@ class TestMemoryCommands:
     def test_crafted_handle_with_a_huge_number_is_unknown(self, tmp_path: Path) -> None:
         """A handle carrying a 31-digit part is an unknown handle (exit 4) for recall and --in, not a crash."""
         root = tmp_path / "sessions"
-        w = SessionWriter(root / "s.jsonl", "sess-m")
-        w.user("u1", "list files")
+        w = PiSession("sess-m", file=root / "s.jsonl")
+        w.user("list files", id="u1")
         raw = json.dumps(["sess-m", "u1", 10**30], separators=(",", ":")).encode()
         handle = "m1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
         for command in (["recall", handle], ["memory", "search", "files", "--in", handle]):

@@ -13,30 +13,34 @@ from pbot_watch.memory.index import refresh_memory
 from pbot_watch.memory.query import UnknownEntry, recall, search_memory
 from pbot_watch.search.errors import BadCursor, BadRange, UnknownHandle
 from pbot_watch.search.index import SearchIndex
-from tests.search.sessions import SessionWriter
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import PiSession
 
 BIG = "\n".join(f"row {i} of the long listing" for i in range(1, 3001)) + "\n"
 
 
 @pytest.fixture
-def roots(tmp_path: Path) -> Path:
+def session(tmp_path: Path) -> PiSession:
     """One session: a shared start, an abandoned branch (with a tool result) and the current one."""
-    root = tmp_path / "sessions"
-    w = SessionWriter(root / "ws" / "s.jsonl", "sess-1")
-    w.user("u1", "Please check the budget validation", image=True)
-    start = w.assistant("a1", "Looking at it.", thinking="The user wants budget checks; 预算 matters")
-    w.user("u2", "run the tests")
-    w.assistant("a2", calls=[("call-1", "bash", {"command": "npm test"})])
-    w.tool_result("t1", "call-1", "bash", "zebra-output: 3 failed\n预算超出\n", error=True)
-    w.assistant("a3", "Tests fail on the abandoned branch")
+    w = PiSession("sess-1", file=tmp_path / "sessions" / "ws" / "s.jsonl")
+    w.user("Please check the budget validation", image=True, id="u1")
+    start = w.assistant("Looking at it.", thinking="The user wants budget checks; 预算 matters", id="a1")
+    w.user("run the tests", id="u2")
+    w.assistant(None, calls=[("call-1", "bash", {"command": "npm test"})], id="a2")
+    w.tool_result("zebra-output: 3 failed\n预算超出\n", call_id="call-1", name="bash", error=True, id="t1")
+    w.assistant("Tests fail on the abandoned branch", id="a3")
     # Back to ``start``: the current branch, written last, so its tip is the default leaf.
-    w.user("u3", "Instead, read the notes", parent=start)
-    w.assistant("a4", calls=[("call-2", "read", {"path": "notes.txt"})])
-    w.tool_result("t2", "call-2", "read", BIG)
-    w.bash("b1", "git status", "nothing to commit\n")
-    w.assistant("a5", "日本語のメモを読みました。東京 서울")
-    return root
+    w.user("Instead, read the notes", parent=start, id="u3")
+    w.assistant(None, calls=[("call-2", "read", {"path": "notes.txt"})], id="a4")
+    w.tool_result(BIG, call_id="call-2", name="read", id="t2")
+    w.bash("git status", "nothing to commit\n", id="b1")
+    w.assistant("日本語のメモを読みました。東京 서울", id="a5")
+    return w
+
+
+@pytest.fixture
+def roots(tmp_path: Path, session: PiSession) -> Path:
+    return tmp_path / "sessions"
 
 
 @pytest.fixture
@@ -125,10 +129,12 @@ class TestSearch:
         second = search_memory(index, "of the long", in_=tool.handle, after=first.next_cursor)
         assert 22 == second.hits[0].line
 
-    def test_cursor_is_stable_across_appends(self, index: SearchIndex, roots: Path) -> None:
+    def test_cursor_is_stable_across_appends(
+        self, index: SearchIndex, session: PiSession, roots: Path
+    ) -> None:
         """A cursor keeps the first query's results: sources appended later do not shift pages."""
         first = search_memory(index, "", limit=2)
-        SessionWriter_append(roots)
+        session.user("appended later", id="u9")
         refresh_memory(index, [roots])
         second = search_memory(index, "", limit=2, after=first.next_cursor)
         fresh = search_memory(index, "", limit=50)
@@ -178,15 +184,6 @@ class TestRecall:
             recall(index, hit.handle, 99)
 
 
-def SessionWriter_append(roots: Path) -> None:  # noqa: N802 - reads as "append to the session"
-    path = roots / "ws" / "s.jsonl"
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(
-            '{"type":"message","id":"u9","parentId":"a5","timestamp":"2026-11-02T00:00:00.000Z",'
-            '"message":{"role":"user","content":"appended later"}}\n'
-        )
-
-
 class TestRealFixture:
     def test_tool_results_come_with_their_calls(self, tmp_path: Path) -> None:
         """In a real Pi file, each tool result is found with the call that produced it."""
@@ -209,11 +206,11 @@ class TestScopeProperty:
     ) -> None:
         """On a random tree, a search from any leaf finds every entry on its path and nothing else."""
         base = tmp_path_factory.mktemp("tree")
-        w = SessionWriter(base / "s" / "t.jsonl", "tree")
+        w = PiSession("tree", file=base / "s" / "t.jsonl")
         ids: list[str] = []
         for i, p in enumerate(parents):
             parent = ids[p % len(ids)] if ids and p else (ids[-1] if ids else None)
-            ids.append(w.user(f"e{i}", f"marker word{i}x", parent=parent))
+            ids.append(w.user(f"marker word{i}x", parent=parent, id=f"e{i}"))
         leaf = data.draw(st.sampled_from(ids))
         by_id = {}
         with (base / "s" / "t.jsonl").open(encoding="utf-8") as handle:

@@ -13,8 +13,8 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.status import Status, iso, write_status
-from tests.core.sessions import SessionBuilder
 from tests.service.watcher import ServiceProcess
+from tests.support.pi_sessions import PiSession
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,12 +24,12 @@ def sessions_aged(root: Path, ages: dict[str, int]) -> dict[str, Path]:
     now = time.time()
     paths = {}
     for name, hours in ages.items():
-        b = SessionBuilder(session_id=f"s-{name}", cwd=str(root))
+        b = PiSession(session_id=f"s-{name}", cwd=str(root))
         for turn in range(3):
             b.turn(f"question {turn} in {name}", "answer " * 200)
         path = root / "sessions" / "--w--" / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b.bytes())
+        path.write_bytes(b.data())
         os.utime(path, (now - hours * 3600, now - hours * 3600))
         paths[name] = path
     return paths

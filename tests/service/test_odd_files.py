@@ -24,9 +24,9 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.status import assess
 from pbot_watch.sqlite import BUSY_TIMEOUT_SECONDS
-from tests.core.sessions import SessionBuilder
 from tests.service.watcher import Expect, ServiceProcess, append, lines_of, one_shot, records, wait_for
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import PiSession
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -231,11 +231,11 @@ def service_rss_mb(service: ServiceProcess) -> float:
 
 def numbered_session(path: Path, cwd: Path, turns: int = 40) -> None:
     """A session of about 15 KB: ``question number N`` / ``answer N`` pairs."""
-    builder = SessionBuilder(cwd=str(cwd))
+    builder = PiSession(cwd=str(cwd))
     for i in range(turns):
         builder.turn(f"question number {i} " + "padding " * 30, f"answer {i}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(builder.bytes())
+    path.write_bytes(builder.data())
 
 
 def edit_in_place(path: Path, old: bytes, new: bytes) -> None:

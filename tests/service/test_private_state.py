@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config import default_state_dir
-from tests.search.sessions import SessionWriter
 from tests.service.watcher import ServiceProcess, wait_for
+from tests.support.pi_sessions import PiSession
 
 DATABASES = ("search.db", "summaries.db", "state.sqlite3")
 
@@ -41,9 +41,9 @@ def umask_022() -> Iterator[None]:
 
 def one_session(root: Path, workspace: Path) -> None:
     workspace.mkdir(exist_ok=True)
-    session = SessionWriter(root / "--w--" / "s.jsonl", "s1", cwd=str(workspace))
-    session.user("u1", "where is the marmalade")
-    session.assistant("a1", "in the pantry")
+    session = PiSession("s1", str(workspace), file=root / "--w--" / "s.jsonl")
+    session.user("where is the marmalade", id="u1")
+    session.assistant("in the pantry", id="a1")
 
 
 class TestPrivateState:

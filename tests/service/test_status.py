@@ -18,6 +18,7 @@ from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import Status, assess, iso, read_status, write_status
 from tests.service.watcher import ServiceProcess
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import PiSession, jsonl
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -171,53 +172,13 @@ def _state_dir() -> Path:
 def big_session(path: Path, megabytes: int) -> None:
     """A session of question/answer pairs with long answers, written in one go."""
     text = "lorem ipsum dolor sit amet 会话 " * 120
-    lines = [
-        json.dumps(
-            {
-                "type": "session",
-                "version": 3,
-                "id": "0b0b0b0b-0000-7000-8000-00000000b0b0",
-                "timestamp": "2026-11-29T20:00:00.000Z",
-                "cwd": "/big",
-            }
-        )
-    ]
-    parent = None
-    turn = 0
-    size = 0
+    pi = PiSession("0b0b0b0b-0000-7000-8000-00000000b0b0", "/big")
+    turn = size = 0
     while size < megabytes * 1_000_000:
-        user, answer = f"u{turn:07d}", f"a{turn:07d}"
-        lines.append(
-            json.dumps(
-                {
-                    "type": "message",
-                    "id": user,
-                    "parentId": parent,
-                    "timestamp": "2026-11-29T20:00:01.000Z",
-                    "message": {"role": "user", "content": [{"type": "text", "text": f"q {turn}"}]},
-                }
-            )
-        )
-        lines.append(
-            json.dumps(
-                {
-                    "type": "message",
-                    "id": answer,
-                    "parentId": user,
-                    "timestamp": "2026-11-29T20:00:02.000Z",
-                    "message": {
-                        "role": "assistant",
-                        "stopReason": "stop",
-                        "content": [{"type": "text", "text": f"{turn} {text}"}],
-                    },
-                },
-                ensure_ascii=False,
-            )
-        )
-        size += len(lines[-1]) * 2
-        parent = answer
+        pi.turn(f"q {turn}", f"{turn} {text}")
+        size += len(jsonl(pi.entries[-2:]))
         turn += 1
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pi.write(path)
 
 
 class TestHeartbeat:
@@ -226,7 +187,7 @@ class TestHeartbeat:
         """While one large session is read for the first time, status stays "running", never stale."""
         sessions = tmp_path / "sessions" / "--big--"
         sessions.mkdir(parents=True)
-        big_session(sessions / "big.jsonl", 15)
+        big_session(sessions / "big.jsonl", 8)
         with ServiceProcess([sessions.parent], tmp_path / "archive").start(wait=False) as service:
             service.wait_status(lambda s: s.running, "the first status")
             states = set()

@@ -9,8 +9,8 @@ import pytest
 
 from pbot_watch.summarize.base import node_input
 from tests.service.watcher import ServiceProcess, wait_for
-from tests.summarize.history_gen import PiSession
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.pi_sessions import PiSession
 from tests.support.summaries import MODEL, records, summaries
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.summarize.history_gen import PiSession
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.pi_sessions import PiSession
 from tests.support.summaries import MODEL, records, summaries
 
 pytestmark = pytest.mark.timeout(60)

@@ -14,18 +14,20 @@ from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.tools.registry import TOOLS, Failure, call
 from pbot_watch.tools.text import MEMORY_NOTE
-from tests.search.sessions import SessionWriter
+from tests.support.pi_sessions import PiSession
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """One session with a failing test run, and an empty state folder for the index."""
     root = tmp_path / "sessions"
-    w = SessionWriter(root / "ws" / "s.jsonl", "sess-1")
-    w.user("u1", "run the budget tests")
-    w.assistant("a1", calls=[("call-1", "bash", {"command": "npm test"})])
-    w.tool_result("t1", "call-1", "bash", "PASS unit\n3 failed: budget over limit\n", error=True)
-    w.assistant("a2", "Three budget tests fail.")
+    w = PiSession("sess-1", file=root / "ws" / "s.jsonl")
+    w.user("run the budget tests", id="u1")
+    w.assistant(None, calls=[("call-1", "bash", {"command": "npm test"})], id="a1")
+    w.tool_result(
+        "PASS unit\n3 failed: budget over limit\n", call_id="call-1", name="bash", error=True, id="t1"
+    )
+    w.assistant("Three budget tests fail.", id="a2")
     return Settings(sessions=[root], archive=tmp_path / "archive", state_dir=tmp_path / "state")
 
 
@@ -98,8 +100,8 @@ class TestScope:
     @pytest.fixture
     def scope(self, settings: Settings) -> MemoryScope:
         """sess-1 pinned by its file; sess-2 beside it also ran the budget tests."""
-        other = SessionWriter(settings.sessions[0] / "ws" / "other.jsonl", "sess-2")
-        other.user("v1", "3 failed: budget over limit, in the other session")
+        other = PiSession("sess-2", file=settings.sessions[0] / "ws" / "other.jsonl")
+        other.user("3 failed: budget over limit, in the other session", id="v1")
         return MemoryScope(session_file=settings.sessions[0] / "ws" / "s.jsonl")
 
     def test_memory_search_sees_only_the_pinned_session(self, settings: Settings, scope: MemoryScope) -> None:
@@ -166,8 +168,8 @@ class TestUnavailable:
         """A refresh that waits past the busy timeout for another writer is "temporarily unavailable"."""
         assert call("search_memory", {}, settings).failure is None  # the index exists and is current
         session = settings.sessions[0] / "ws" / "s.jsonl"
-        later = SessionWriter(session.with_name("later.jsonl"), "sess-2")
-        later.user("u1", "a new session the next call must index")
+        later = PiSession("sess-2", file=session.with_name("later.jsonl"))
+        later.user("a new session the next call must index", id="u1")
         with _writing(SearchIndex.default_path(settings.state_dir)):
             answer = call("search_memory", {"query": "budget"}, settings)
         assert Failure.UNAVAILABLE == answer.failure
