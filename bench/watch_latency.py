@@ -28,9 +28,7 @@ import json
 import os
 import random
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,9 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.archive.files import ArchiveStore
-from pbot_watch.indexer import Indexer
-from pbot_watch.sources import WholeDigest, open_session
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pbot_watch.archive.files import ArchiveStore  # noqa: E402
+from pbot_watch.indexer import Indexer  # noqa: E402
+from pbot_watch.service.status import Status  # noqa: E402
+from pbot_watch.sources import WholeDigest, open_session  # noqa: E402
+from tests.support.pi_sessions import append, line  # noqa: E402
+from tests.support.service import ServiceProcess  # noqa: E402
 
 RECORD_NAMESPACE = uuid.UUID("5b0f3c1e-8d2a-4f6b-9c7e-2a1d4e6f8b90")  # as pbot_watch.history.nodes
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -52,10 +56,6 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # ---- sessions as Pi writes them ----------------------------------------------------------------
 def iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1000):03d}Z"
-
-
-def line(value: dict[str, Any]) -> bytes:
-    return (json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 @dataclass
@@ -120,14 +120,6 @@ class Session:
         return archive / f"{uuid.uuid5(RECORD_NAMESPACE, self.session_id)}.json"
 
 
-def append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
 def filler(rng: random.Random, size: int) -> str:
     words = ["watch", "record", "session", "branch", "会话", "索引", "summary", "cursor", "inode", "append"]
     return " ".join(rng.choice(words) for _ in range(size // 7))
@@ -152,74 +144,39 @@ def write_big_session(session: Session, target_bytes: int, rng: random.Random, c
 
 
 # ---- the service under test -------------------------------------------------------------------------
-class Service:
+class Service(ServiceProcess):
+    """The service under test, started at once, with what /proc says about its CPU time and memory."""
+
     def __init__(self, base: Path, sessions: Path, archive: Path) -> None:
-        self.env = dict(os.environ, XDG_STATE_HOME=str(base / "state"), XDG_CONFIG_HOME=str(base / "config"))
-        self.env = {k: v for k, v in self.env.items() if not k.startswith("PBOT_WATCH_")}
-        self.state_dir = base / "state" / "pbot-watch"
-        script = Path(sys.executable).with_name("pbot-watch")
-        command = [str(script)] if script.exists() else ["pbot-watch"]
-        self.log = (base / "service.log").open("ab")
-        self.proc = subprocess.Popen(
-            [
-                *command,
-                "run",
-                "--sessions",
-                str(sessions),
-                "--archive",
-                str(archive),
-                "--log-level",
-                "warning",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=self.env,
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PBOT_WATCH_")}
+        env.update(XDG_STATE_HOME=str(base / "state"), XDG_CONFIG_HOME=str(base / "config"))
+        super().__init__(
+            [sessions],
+            archive,
+            "--log-level",
+            "warning",
+            state_dir=base / "state" / "pbot-watch",
+            log=base / "service.log",
+            env=env,
         )
-
-    def status(self) -> dict[str, Any]:
-        try:
-            value = json.loads((self.state_dir / "status.json").read_bytes())
-        except (OSError, ValueError):
-            return {}
-        return value if value.get("pid") == self.proc.pid else {}
-
-    def wait(self, check: Any, timeout: float, what: str) -> dict[str, Any]:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"service exited with {self.proc.returncode}; see its log")
-            status = self.status()
-            if status and check(status):
-                return status
-            time.sleep(0.05)
-        raise SystemExit(f"timed out waiting for {what}")
+        self.start(wait=False)
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
 
     def rss_mb(self) -> tuple[float, float]:
         """(VmRSS, VmHWM) in MB."""
         values = {}
-        for row in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+        for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             key, _, rest = row.partition(":")
             if key in ("VmRSS", "VmHWM"):
                 values[key] = int(rest.split()[0]) / 1024
         return values["VmRSS"], values["VmHWM"]
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
-
-def idle_status(status: dict[str, Any]) -> bool:
-    return status.get("activity") == "idle"
+def idle_status(status: Status) -> bool:
+    return status.activity == "idle"
 
 
 # ---- phases ------------------------------------------------------------------------------------------
@@ -238,7 +195,7 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
         append(session.path, session.header("/bench/workspace"))
     service = Service(base, sessions_root, archive)
     try:
-        service.wait(idle_status, 30, "the service to start")
+        service.wait_status(idle_status, "the service to start", 30)
         written: dict[str, float] = {}  # answer marker -> write time
         seen: dict[str, float] = {}
         lock = threading.Lock()
@@ -326,32 +283,30 @@ def phase_big_session(base: Path, megabytes: float) -> dict[str, Any]:
     session = Session(folder / "big.jsonl", str(uuid.uuid4()))
     service = Service(base, sessions_root, archive)
     try:
-        service.wait(idle_status, 30, "the service to start")
+        service.wait_status(idle_status, "the service to start", 30)
         # The session grows while the service runs, as a long Pi session does.
         started = time.monotonic()
         size = write_big_session(session, int(megabytes * 1e6), rng, "/bench/big")
-        before = service.wait(
-            lambda s: idle_status(s) and s.get("records_written", 0) >= 1, 600, "the big session"
+        before = service.wait_status(
+            lambda s: idle_status(s) and s.records_written >= 1, "the big session", 600
         )
         index_seconds = time.monotonic() - started
         user, answer = session.pair("one more question", "one more answer " + filler(rng, 300))
         append(session.path, user + answer)
-        after = service.wait(
-            lambda s: s.get("bytes_parsed_total", 0) > before["bytes_parsed_total"] and idle_status(s),
-            30,
+        after = service.wait_status(
+            lambda s: s.bytes_parsed_total > before.bytes_parsed_total and idle_status(s),
             "the append to be indexed",
+            30,
         )
     finally:
         service.stop()
     # After a restart the parsed state is gone: the session's next append re-reads it once.
     service = Service(base, sessions_root, archive)
     try:
-        restarted = service.wait(idle_status, 60, "the restarted service")
+        restarted = service.wait_status(idle_status, "the restarted service", 60)
         user2, answer2 = session.pair("after restart", "answer after restart")
         append(session.path, user2 + answer2)
-        again = service.wait(
-            lambda s: s.get("bytes_parsed_total", 0) > 0 and idle_status(s), 60, "the append"
-        )
+        again = service.wait_status(lambda s: s.bytes_parsed_total > 0 and idle_status(s), "the append", 60)
         # A same-size edit in the middle (outside the first 4 KB and the last 1 KB) is seen:
         # the whole fingerprint differs, the file is read again.
         edited = time.monotonic()
@@ -368,9 +323,9 @@ def phase_big_session(base: Path, megabytes: float) -> dict[str, Any]:
         "session MB": round(size / 1e6, 1),
         "written and indexed in s": round(index_seconds, 1),
         "appended bytes": len(user) + len(answer),
-        "bytes parsed for the append": after["bytes_parsed_last_append"],
-        "bytes parsed at restart": restarted.get("bytes_parsed_total"),
-        "bytes parsed for the first append after restart": again["bytes_parsed_last_append"],
+        "bytes parsed for the append": after.bytes_parsed_last_append,
+        "bytes parsed at restart": restarted.bytes_parsed_total,
+        "bytes parsed for the first append after restart": again.bytes_parsed_last_append,
         "same-size edit in its record after s": round(edit_seconds, 2),
         **fingerprint,
     }
@@ -427,7 +382,7 @@ def phase_idle(base: Path, seconds: float) -> dict[str, Any]:
         append(session.path, b"".join(session.pair("question", "answer")))
     service = Service(base, sessions_root, archive)
     try:
-        service.wait(idle_status, 30, "the service to settle")
+        service.wait_status(idle_status, "the service to settle", 30)
         time.sleep(1)
         cpu0, wall0 = service.cpu_seconds(), time.monotonic()
         time.sleep(seconds)
@@ -454,10 +409,8 @@ def phase_memory(base: Path, gigabytes: float, session_mb: float) -> dict[str, A
     service = Service(base, sessions_root, archive)
     try:
         started = time.monotonic()
-        status = service.wait(
-            lambda s: idle_status(s) and s.get("files_tracked", 0) >= count,
-            3600,
-            "the sessions to be indexed",
+        status = service.wait_status(
+            lambda s: idle_status(s) and s.files_tracked >= count, "the sessions to be indexed", 3600
         )
         seconds = time.monotonic() - started
         rss, peak = service.rss_mb()
@@ -468,8 +421,8 @@ def phase_memory(base: Path, gigabytes: float, session_mb: float) -> dict[str, A
         "GB": round(total / 1e9, 3),
         "index s": round(seconds, 1),
         "MB/s": round(total / 1e6 / max(seconds, 1e-9), 1),
-        "records written": status.get("records_written"),
-        "files in memory": status.get("files_in_memory"),
+        "records written": status.records_written,
+        "files in memory": status.files_in_memory,
         "rss MB": round(rss, 1),
         "rss peak MB": round(peak, 1),
     }

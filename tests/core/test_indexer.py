@@ -12,12 +12,9 @@ from pathlib import Path
 
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import Indexer, IndexProgress, index_all
+from tests.support.archive import records
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession
-
-
-def records(folder: Path) -> dict[str, dict[str, object]]:
-    return {r["sessionId"]: r for r in (json.loads(p.read_text()) for p in folder.glob("*.json"))}
 
 
 class TestSync:

@@ -15,9 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from tests.e2e.pi_install import PiInstall
+from tests.support.cli import pbot_watch_executable
 from tests.support.processes import close_child
 
 PROVIDER = "scripted"
@@ -310,17 +309,6 @@ def newest_session(sessions: Path) -> Path:
     if not files:
         raise PiFailed(f"Pi wrote no session file under {sessions}")
     return files[-1]
-
-
-def pbot_watch_executable() -> str:
-    """The console script of the installed package, as an absolute path (mcp.json needs one)."""
-    beside = Path(sys.executable).with_name("pbot-watch")
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("pbot-watch")
-    if found is None:
-        raise FileNotFoundError("pbot-watch is not installed beside the test's python nor on PATH")
-    return os.path.abspath(found)
 
 
 def child_processes(pid: int) -> dict[int, list[str]]:

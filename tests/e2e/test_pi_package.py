@@ -31,11 +31,11 @@ from tests.e2e.pi_harness import (
     child_processes,
     install_package,
     newest_session,
-    pbot_watch_executable,
 )
 from tests.e2e.pi_install import PiInstall
-from tests.e2e.watcher import one_shot_index, wait_until
+from tests.support.cli import pbot_watch_executable
 from tests.support.openai_server import OpenAIServer
+from tests.support.service import one_shot, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -113,7 +113,7 @@ class Scene:
 
     def index(self) -> None:
         """The archive the history tools read (the service keeps it current; here, once)."""
-        one_shot_index(self.world.sessions, self.archive, env=self.world.env)
+        one_shot([self.world.sessions], self.archive, env=self.world.env)
 
     def rewrite_config(self, **changes: Any) -> None:
         """Change the installed pbot-watch.json, as a moved virtualenv or a stuck process would."""
@@ -206,15 +206,15 @@ def transcript(
         # The child is killed: the next call answers at once, a later one from a new child.
         (killed,) = serve_children(pi)
         os.kill(killed, signal.SIGKILL)
-        wait_until(lambda: killed not in serve_children(pi), "the killed child to be gone", 10, lambda: "")
+        wait_for(lambda: killed not in serve_children(pi), 10, "the killed child to be gone")
         pi.prompt(f'Again. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
-        wait_until(
+        wait_for(
             lambda: (
                 pi.prompt(f'Once more. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]') is not None
                 and not tool_results(session, "search_memory")[-1].get("isError")
             ),
-            "a search_memory call answered by a restarted child",
             30,
+            "a search_memory call answered by a restarted child",
             lambda: result_text(tool_results(session, "search_memory")[-1]),
             poll=0.25,
         )

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e import expected, scripted_model
-from tests.e2e.pi_harness import PiWorld, newest_session, pbot_watch_executable
+from tests.e2e.pi_harness import PiWorld, newest_session
 from tests.e2e.pi_install import PiInstall
-from tests.e2e.watcher import Watcher, archive_files, caught_up
+from tests.support.archive import archive_files
+from tests.support.cli import pbot_watch_executable, run
 from tests.support.openai_server import OpenAIServer
+from tests.support.service import ServiceProcess, one_shot, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -31,6 +35,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 REMEMBERED = "quokka"
 OTHER_WORKSPACE_WORD = "marmalade"
 MISSING_NODE = "no-such-record:0:no-such-entry"
+# Re-read a file soon after Pi's last append; never go idle during the test, so no summary is
+# written and the archive must equal a one-shot index byte for byte; every change must come
+# from a watch event, not a rescan.
+FOLLOW = ("--debounce-seconds", "0.05", "--idle-seconds", "3600", "--reconcile-seconds", "3600")
 
 
 def session_lines(path: Path) -> list[dict[str, Any]]:
@@ -58,6 +66,46 @@ def result_text(message: dict[str, Any]) -> str:
     return "\n".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
 
 
+def caught_up(service: ServiceProcess, reference: Path, timeout: float = 20) -> dict[str, bytes]:
+    """Wait until the service's archive equals a one-shot index of the same sessions; return it.
+
+    The one-shot index is made once, after Pi has finished writing, so it is the target the live
+    archive must reach; the service's debounce means it gets there a little later.
+    """
+    assert service.archive is not None
+    shutil.rmtree(reference, ignore_errors=True)
+    one_shot(service.sessions, reference)
+    expected = archive_files(reference)
+    assert expected, f"the one-shot index wrote no record for {service.sessions}"
+
+    def equal() -> bool:
+        service.assert_alive()
+        return archive_files(service.archive) == expected
+
+    def explain() -> str:
+        live = archive_files(service.archive)
+        differing = sorted(
+            set(live) ^ set(expected) | {k for k in live.keys() & expected.keys() if live[k] != expected[k]}
+        )
+        return f"records that differ: {differing}\n{service.log_tail()}"
+
+    wait_for(equal, timeout, "the live archive to equal a one-shot index", explain)
+    return expected
+
+
+def status_when(service: ServiceProcess, condition: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The first ``pbot-watch status --json`` (the service's own account) that satisfies ``condition``."""
+    seen: list[dict[str, Any]] = []
+
+    def check() -> dict[str, Any] | None:
+        done = run("status", "--json", "--state-dir", str(service.state_dir), timeout=30)
+        assert done.stdout.strip(), f"pbot-watch status printed nothing ({done.returncode}): {done.stderr}"
+        seen.append(json.loads(done.stdout))
+        return seen[-1] if condition(seen[-1]) else None
+
+    return wait_for(check, 10, "a pbot-watch status that matches", lambda: json.dumps(seen[-1:], indent=1))
+
+
 def records_by_session(files: dict[str, bytes]) -> dict[str, dict[str, Any]]:
     records = [json.loads(data) for data in files.values()]
     return {record["sessionId"]: record for record in records}
@@ -78,7 +126,16 @@ class TestRealPi:
         with OpenAIServer(handler=scripted_model.handler) as model:
             world = PiWorld.create(pi_install, tmp_path / "pi", model.base_url, dict(os.environ))
             world.sessions.mkdir(parents=True)
-            watcher = Watcher(world.sessions, archive, tmp_path / "state", tmp_path / "logs").start()
+            # Started before Pi writes, so Pi's first appends are seen as watch events, not by the start scan.
+            watcher = ServiceProcess(
+                [world.sessions],
+                archive,
+                *FOLLOW,
+                "--log-level",
+                "info",
+                state_dir=tmp_path / "state",
+                log=tmp_path / "logs" / "service.log",
+            ).start()
             try:
                 # --- print mode: a new session, then -c continues the same file ----------------
                 answer = world.print_turn(
@@ -141,10 +198,10 @@ class TestRealPi:
                 final = caught_up(watcher, tmp_path / "reference")
                 written = sum(p.stat().st_size for p in world.sessions.rglob("*.jsonl"))
                 # The status file follows the records within the same tick of the service.
-                status = watcher.status_when(lambda s: s["bytes_parsed_total"] >= written)
+                status = status_when(watcher, lambda s: s["bytes_parsed_total"] >= written)
             finally:
                 code = watcher.stop()
-            assert code == 0, f"pbot-watch run did not stop cleanly on SIGTERM\n{watcher.output()}"
+            assert code == 0, f"pbot-watch run did not stop cleanly on SIGTERM\n{watcher.log_tail()}"
 
             requests = [scripted_model.why(r) for r in model.chat_requests]
 

@@ -13,8 +13,8 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.status import Status, iso, write_status
-from tests.service.watcher import ServiceProcess
 from tests.support.pi_sessions import PiSession
+from tests.support.service import ServiceProcess
 
 pytestmark = pytest.mark.timeout(120)
 

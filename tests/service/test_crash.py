@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.watcher import Expect, ServiceProcess, append, append_split, lines_of, records
+from tests.support.archive import records
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import append, append_split, lines_of
+from tests.support.service import Expect, ServiceProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.watcher import ServiceProcess, append, lines_of, wait_for
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import append, lines_of
+from tests.support.service import ServiceProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.watcher import append, lines_of, one_shot, records, wait_for
+from tests.support.archive import records
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import append, lines_of
+from tests.support.service import one_shot, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 

@@ -17,8 +17,9 @@ from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 from pbot_watch.service.run import Server
 from pbot_watch.service.status import read_status
 from tests.service.test_idle import Blocking
-from tests.service.watcher import append, lines_of, wait_for
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import append, lines_of
+from tests.support.service import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,7 +6,7 @@ import threading
 
 from pbot_watch.service.hooks import IdleWorker, NoIdleWork
 from pbot_watch.service.idle import IdleClock
-from tests.service.watcher import wait_for
+from tests.support.service import wait_for
 
 
 class Blocking:

@@ -24,9 +24,10 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.status import assess
 from pbot_watch.sqlite import BUSY_TIMEOUT_SECONDS
-from tests.service.watcher import Expect, ServiceProcess, append, lines_of, one_shot, records, wait_for
+from tests.support.archive import records
 from tests.support.paths import FIXTURES
-from tests.support.pi_sessions import PiSession
+from tests.support.pi_sessions import PiSession, append, lines_of
+from tests.support.service import Expect, ServiceProcess, one_shot, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

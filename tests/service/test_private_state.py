@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config import default_state_dir
-from tests.service.watcher import ServiceProcess, wait_for
 from tests.support.pi_sessions import PiSession
+from tests.support.service import ServiceProcess, wait_for
 
 DATABASES = ("search.db", "summaries.db", "state.sqlite3")
 

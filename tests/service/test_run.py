@@ -18,18 +18,10 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config import default_state_dir
-from tests.service.watcher import (
-    Expect,
-    ServiceProcess,
-    append,
-    append_split,
-    lines_of,
-    records,
-    rewrite_in_place,
-    wait_for,
-    with_session_id,
-)
+from tests.support.archive import records
 from tests.support.paths import FIXTURES
+from tests.support.pi_sessions import append, append_split, lines_of, rewrite_in_place, with_session_id
+from tests.support.service import Expect, ServiceProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -402,9 +394,7 @@ class TestLifecycle:
             with_session_id(lines[0], "0d0d0d0d-0000-7000-8000-00000000d0d0", cwd=str(tmp_path / "gone")),
         )
         append(path, b"".join(lines[1:]))
-        service = ServiceProcess([sessions], tmp_path / "unused")
-        service.args = ["pbot-watch", "run", "--log-format", "json", "--sessions", str(sessions)]
-        with service.start():
+        with ServiceProcess([sessions], None).start() as service:
             status = service.wait_status(lambda s: bool(s.warnings), "a warning")
             assert "no longer exists" in status.warnings[0]
             assert status.records_written == 0

@@ -16,9 +16,9 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import Status, assess, iso, read_status, write_status
-from tests.service.watcher import ServiceProcess
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession, jsonl
+from tests.support.service import ServiceProcess
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,9 +11,10 @@ import pytest
 from pbot_watch.summarize.base import node_input
 from pbot_watch.summarize.litellm_model import LitellmSummarizer
 from pbot_watch.summarize.worker import SummaryWorker
+from tests.support.archive import records
 from tests.support.openai_server import OpenAIServer, Reply, Request
 from tests.support.pi_sessions import PiSession
-from tests.support.summaries import MODEL, index, records, settings_for, summaries
+from tests.support.summaries import MODEL, index, settings_for, summaries
 
 pytestmark = pytest.mark.timeout(60)
 

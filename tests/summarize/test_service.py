@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from pbot_watch.summarize.base import node_input
-from tests.service.watcher import ServiceProcess, wait_for
+from tests.support.archive import records
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.pi_sessions import PiSession
-from tests.support.summaries import MODEL, records, summaries
+from tests.support.service import ServiceProcess, wait_for
+from tests.support.summaries import MODEL, summaries
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.archive import records
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.pi_sessions import PiSession
-from tests.support.summaries import MODEL, records, summaries
+from tests.support.summaries import MODEL, summaries
 
 pytestmark = pytest.mark.timeout(60)
 

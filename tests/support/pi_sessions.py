@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -48,6 +50,12 @@ def line(entry: Entry) -> bytes:
     return (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+# ---- writing files as Pi does ------------------------------------------------------------------
+def lines_of(path: Path) -> list[bytes]:
+    """A session file's lines, each with its newline (blank lines dropped)."""
+    return [line + b"\n" for line in path.read_bytes().split(b"\n") if line]
+
+
 def append(path: Path, data: bytes) -> None:
     """One ``appendFileSync``: a single write with ``O_APPEND``."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -55,6 +63,31 @@ def append(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def append_split(path: Path, data: bytes, rng: random.Random, pieces: int = 3, pause: float = 0.05) -> None:
+    """One line in several writes with pauses between them (any cut point, even inside a character)."""
+    cuts = sorted(rng.sample(range(1, len(data)), min(pieces - 1, len(data) - 1)))
+    for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        append(path, data[start:end])
+        time.sleep(pause)  # the pause is the scenario (a slow writer), not a wait for a result
+
+
+def rewrite_in_place(path: Path, data: bytes) -> None:
+    """Pi's ``writeFileSync`` on load after a migration: same inode, new content."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def with_session_id(header: bytes, session_id: str, **fields: Any) -> bytes:
+    """A header line (of a real Pi file, say) with another session id and more fields."""
+    value = json.loads(header)
+    value["id"] = session_id
+    value.update(fields)
+    return line(value)
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +33,6 @@ def index(settings: Settings) -> ArchiveStore:
     store = ArchiveStore(central=settings.archive)
     index_all(settings.sessions, store)
     return store
-
-
-def records(folder: Path) -> dict[str, dict[str, Any]]:
-    """Records by session id."""
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
-        out[record["sessionId"]] = record
-    return out
 
 
 def summaries(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
