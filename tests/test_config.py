@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tomllib
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from pbot_watch.config import (
     resolve_settings,
     template,
 )
+from tests.support.cli import invoke
 
 
 def write_config(home: Path, text: str) -> Path:
@@ -27,20 +27,6 @@ def write_config(home: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def cli(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["pbot-watch", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-    )
 
 
 class TestLayers:
@@ -263,7 +249,7 @@ class TestConfigCommand:
     def test_json_shows_values_and_sources(self, isolated_home: Path, tmp_path: Path) -> None:
         """``config --json`` gives each key's value and the layer it came from."""
         path = write_config(isolated_home, 'idle_seconds = 12\nmodel = "m-file"\n')
-        result = cli(
+        result = invoke(
             "config", "--json", "--archive", str(tmp_path / "arch"),
             env={"PBOT_WATCH_MODEL": "m-env", "PBOT_WATCH_SESSIONS": str(tmp_path / "会话")},
         )  # fmt: skip
@@ -281,7 +267,7 @@ class TestConfigCommand:
 
     def test_text_output_names_sources(self, isolated_home: Path) -> None:
         """The plain listing shows one key per line with its source as a comment."""
-        result = cli("config", env={"PBOT_WATCH_POLL": "true"})
+        result = invoke("config", env={"PBOT_WATCH_POLL": "true"})
         assert result.returncode == 0, result.stderr
         assert "(not found; defaults apply)" in result.stdout.splitlines()[0]
         poll = next(line for line in result.stdout.splitlines() if line.startswith("poll "))
@@ -289,21 +275,21 @@ class TestConfigCommand:
 
     def test_unknown_env_is_a_warning(self) -> None:
         """An unknown PBOT_WATCH_ variable is a warning on stderr, not a failure."""
-        result = cli("config", env={"PBOT_WATCH_MODLE": "x"})
+        result = invoke("config", env={"PBOT_WATCH_MODLE": "x"})
         assert result.returncode == 0
         assert "PBOT_WATCH_MODLE is not a pbot-watch setting" in result.stderr
 
     def test_bad_config_is_one_line(self, isolated_home: Path) -> None:
         """A bad file fails with one stderr line naming the key, no traceback."""
         write_config(isolated_home, "nope = 1\n")
-        result = cli("config")
+        result = invoke("config")
         assert result.returncode == 1
         assert result.stderr.startswith("pbot-watch: invalid settings: nope (")
         assert "Traceback" not in result.stderr
 
     def test_path_and_template(self, isolated_home: Path) -> None:
         """``--path`` prints where the file is read from; ``--template`` prints a commented file."""
-        assert cli("config", "--path").stdout.strip() == str(
+        assert invoke("config", "--path").stdout.strip() == str(
             isolated_home / "config" / "pbot-watch" / "config.toml"
         )
-        assert cli("config", "--template").stdout == template()
+        assert invoke("config", "--template").stdout == template()

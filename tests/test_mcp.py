@@ -27,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Tool
 
 from pbot_watch.tools.text import HISTORY_NOTE, MEMORY_NOTE
+from tests.support.cli import invoke
 from tests.support.paths import FIXTURES, REPO
 from tests.support.pi_sessions import PiSession, iso
 
@@ -91,14 +92,7 @@ def make_world(root: Path) -> World:
     write_session(sessions / "--nonexistent-ws-deploy--" / "deploy.jsonl")
     shutil.copy(FIXTURES / "real-v3" / "02-tool-calls.jsonl", sessions / "02-tool-calls.jsonl")
     world = World(root, sessions, root / "archive", env, root / "mcp-stderr.log")
-    done = subprocess.run(
-        [str(SCRIPT), "index", *world.args()],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
+    done = invoke("index", *world.args(), env=env)
     assert done.returncode == 0, done.stderr
     return world
 
@@ -527,10 +521,7 @@ class TestProcess:
         text = (sessions / "deploy.jsonl").read_text().replace("/nonexistent/ws-deploy", str(workspace))
         (sessions / "deploy.jsonl").write_text(text)
         world = make_world(tmp_path / "w")
-        done = subprocess.run(
-            [str(SCRIPT), "index", "--sessions", str(sessions)],
-            capture_output=True, text=True, env=world.env, check=False, timeout=120,
-        )  # fmt: skip
+        done = invoke("index", "--sessions", str(sessions), env=world.env)
         assert done.returncode == 0, done.stderr
         assert list((workspace / ".pi" / "pbot" / "history").glob("*.json"))
         with connect(world, args=["--sessions", str(sessions)]) as local:

@@ -1,4 +1,4 @@
-"""``pbot-watch index`` end to end, through the installed console script."""
+"""``pbot-watch index`` end to end, as a person runs it."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.support.cli import invoke, run
 from tests.support.paths import FIXTURES
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pbot-watch", *args], capture_output=True, text=True, check=False, timeout=120)
 
 
 class TestIndexCommand:
@@ -24,10 +21,10 @@ class TestIndexCommand:
         sessions = tmp_path / "sessions"
         shutil.copytree(FIXTURES / "real-v3", sessions / "v3")
         archive = tmp_path / "archive"
-        first = run("index", "--sessions", str(sessions), "--archive", str(archive))
+        first = invoke("index", "--sessions", str(sessions), "--archive", str(archive))
         assert first.returncode == 0, first.stderr
         assert "9 records written" in first.stdout
-        second = run("index", "--sessions", str(sessions), "--archive", str(archive))
+        second = invoke("index", "--sessions", str(sessions), "--archive", str(archive))
         assert second.returncode == 0, second.stderr
         assert "0 records written, 9 unchanged" in second.stdout
         for path in archive.glob("*.json"):
@@ -36,7 +33,7 @@ class TestIndexCommand:
 
     def test_missing_root_is_one_clear_line(self, tmp_path: Path) -> None:
         """A session root that does not exist fails with a message naming it."""
-        result = run("index", "--sessions", str(tmp_path / "nope"))
+        result = invoke("index", "--sessions", str(tmp_path / "nope"))
         assert result.returncode != 0
         assert "does not exist" in result.stderr
         assert "Traceback" not in result.stderr
@@ -48,14 +45,7 @@ class TestIndexCommand:
         archive = tmp_path / "archive"
         config = tmp_path / "config.toml"
         config.write_text(f'sessions = ["{sessions}"]\narchive = "{archive}"\n')
-        result = subprocess.run(
-            ["pbot-watch", "index"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-            env={**os.environ, "PBOT_WATCH_CONFIG": str(config)},
-        )
+        result = invoke("index", env={"PBOT_WATCH_CONFIG": str(config)})
         assert 0 == result.returncode, result.stderr
         assert "9 records written" in result.stdout
         assert 9 == len(list(archive.glob("*.json")))

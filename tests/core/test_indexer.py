@@ -13,6 +13,7 @@ from pathlib import Path
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.indexer import Indexer, IndexProgress, index_all
 from tests.support.archive import records
+from tests.support.cli import invoke
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession
 
@@ -262,13 +263,7 @@ class TestIndexCommandWarnings:
         gone = PiSession(cwd=str(tmp_path / "nowhere"))
         gone.turn("q")
         gone.write(roots / "x.jsonl")
-        result = subprocess.run(
-            ["pbot-watch", "index", "--sessions", str(roots)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = invoke("index", "--sessions", str(roots))
         assert 0 == result.returncode, result.stderr
         assert "nowhere no longer exists" in result.stderr
         assert "1 skipped" in result.stdout

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from pbot_watch.pi.entries import SessionHeader, session_header
 from pbot_watch.sources import NotRegularFile, open_session, read_header
+from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession, jsonl
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pbot-watch", *args], capture_output=True, text=True, check=False, timeout=120)
 
 
 def header_line(session_id: str, cwd: str, **extra: str) -> bytes:
@@ -176,10 +172,10 @@ class TestIndexedIsSearchable:
         (sessions / "--w--" / "plain.jsonl").write_bytes(
             header_line("plain", str(plain)) + exchange("unrelated question")
         )
-        indexed = run("index", "--sessions", str(sessions))
+        indexed = invoke("index", "--sessions", str(sessions))
         assert 0 == indexed.returncode, indexed.stderr
         assert "2 sessions, 2 records written" in indexed.stdout
-        found = run("search", "marmalade", "--sessions", str(sessions), "--json")
+        found = invoke("search", "marmalade", "--sessions", str(sessions), "--json")
         assert 0 == found.returncode, found.stderr
         matches = json.loads(found.stdout)["matches"]
         assert ["odd"] == [m["sessionId"] for m in matches]
@@ -194,8 +190,8 @@ class TestIndexedIsSearchable:
         (sessions / "--w--" / "plain.jsonl").write_bytes(
             header_line("plain", str(workspace)) + exchange("where is the marmalade")
         )
-        assert 0 == run("index", "--sessions", str(sessions)).returncode
-        found = run("search", "marmalade", "--sessions", str(sessions), "--json")
+        assert 0 == invoke("index", "--sessions", str(sessions)).returncode
+        found = invoke("search", "marmalade", "--sessions", str(sessions), "--json")
         assert 0 == found.returncode, found.stderr
         assert ["plain"] == [m["sessionId"] for m in json.loads(found.stdout)["matches"]]
 

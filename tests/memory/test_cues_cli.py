@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from pbot_watch.cli import main
 from pbot_watch.search.models import CueLine, CueState
 from tests.memory.work import Work, budget_session, cues_of
+from tests.support.cli import invoke
 from tests.support.paths import FIXTURES, REPO
 
 DOC = (REPO / "docs" / "pi.md").read_text(encoding="utf-8")
@@ -19,8 +19,8 @@ CUES_DOC = DOC[DOC.index("## Memory cues") :]
 
 
 def cues(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, ["cues", *args])
-    return result.exit_code, result.output
+    result = invoke("cues", *args)
+    return result.returncode, result.stdout + result.stderr
 
 
 class TestCuesCommand:

@@ -7,6 +7,7 @@ own Pi settings.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from pbot_watch import __version__
 from pbot_watch.pi_bridge.install import CONFIG_NAME, PACKAGE_FILES
 from pbot_watch.pi_bridge.protocol import BridgeConfig
 from tests.e2e.pi_install import PiInstall
+from tests.support.cli import invoke
 from tests.support.paths import REPO
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
@@ -34,7 +36,8 @@ class World:
         self.project = tmp / "project"
         self.project.mkdir()
         self.agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-        self.env = {**os.environ, "PATH": path, "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1"}
+        self.variables = {"PATH": path, "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1"}
+        self.env = {**os.environ, **self.variables}
 
     @property
     def folder(self) -> Path:
@@ -50,6 +53,11 @@ class World:
             check=False,
             timeout=120,
         )
+
+    def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``pbot-watch pi ARGS`` in this process, for what starts no Pi (--print, a missing pi)."""
+        with contextlib.chdir(self.project):
+            return invoke("pi", *args, env=self.variables)
 
     def user_packages(self) -> list[str]:
         return _packages(self.agent / "settings.json")
@@ -87,7 +95,7 @@ def no_pi(isolated_home: Path, tmp_path: Path) -> World:
 class TestPrint:
     def test_print_changes_nothing(self, real_pi: World) -> None:
         """--print lists the files and the `pi install` command, and writes neither files nor settings."""
-        done = real_pi.run("install", "--print")
+        done = real_pi.invoke("install", "--print")
         assert done.returncode == 0, done.stderr
         for name in (*PACKAGE_FILES, CONFIG_NAME):
             assert f"would write {real_pi.folder / name}" in done.stdout
@@ -100,20 +108,21 @@ class TestPrint:
 
     def test_print_shows_the_config_that_starts_this_pbot_watch(self, real_pi: World, tmp_path: Path) -> None:
         """The config names this installation's script, `pi serve`, and the --archive given."""
-        done = real_pi.run("install", "--print", "--archive", str(tmp_path / "archive"))
+        done = real_pi.invoke("install", "--print", "--archive", str(tmp_path / "archive"))
         config = BridgeConfig.model_validate_json(done.stdout.split(f"--- {CONFIG_NAME}\n", 1)[1])
         assert [str(SCRIPT), "pi", "serve", "--archive", str(tmp_path / "archive")] == config.command
         assert __version__ == config.version
 
     def test_print_local_names_the_project_scope(self, real_pi: World) -> None:
         """--local adds Pi's -l."""
-        done = real_pi.run("install", "--local", "--print")
+        done = real_pi.invoke("install", "--local", "--print")
         assert f"install {real_pi.folder} -l" in done.stdout
 
+    @pytest.mark.slow
     def test_uninstall_print_changes_nothing(self, real_pi: World) -> None:
         """uninstall --print shows `pi remove` and the folder, and keeps both."""
         assert real_pi.run("install").returncode == 0
-        done = real_pi.run("uninstall", "--print")
+        done = real_pi.invoke("uninstall", "--print")
         assert f"remove {real_pi.folder}" in done.stdout
         assert f"would remove {real_pi.folder}" in done.stdout
         assert real_pi.folder.is_dir()
@@ -121,6 +130,7 @@ class TestPrint:
 
 
 class TestConfig:
+    @pytest.mark.slow
     def test_tools_are_the_mcp_tools(self, real_pi: World) -> None:
         """The config holds the registry's tools: the MCP tools' names and argument schemas."""
         from pbot_watch.tools.registry import TOOLS
@@ -129,6 +139,7 @@ class TestConfig:
         config = BridgeConfig.model_validate_json((real_pi.folder / CONFIG_NAME).read_text())
         assert [(t.name, t.input_schema()) for t in TOOLS] == [(t.name, t.parameters) for t in config.tools]
 
+    @pytest.mark.slow
     def test_package_files_are_the_shipped_ones(self, real_pi: World) -> None:
         """package.json and extension.ts are copied byte for byte."""
         assert real_pi.run("install").returncode == 0
@@ -148,7 +159,7 @@ class TestConfig:
 class TestMissingPi:
     def test_missing_pi_is_one_clear_line(self, no_pi: World) -> None:
         """Without pi on PATH, install says so and what to do, and writes nothing."""
-        done = no_pi.run("install")
+        done = no_pi.invoke("install")
         assert 1 == done.returncode
         assert "pi (the Pi coding agent) is not on PATH" in done.stderr
         assert "--pi PATH" in done.stderr
@@ -157,7 +168,7 @@ class TestMissingPi:
 
     def test_bad_pi_option(self, no_pi: World, tmp_path: Path) -> None:
         """--pi naming nothing executable is an error naming it."""
-        done = no_pi.run("install", "--pi", str(tmp_path / "nothing"))
+        done = no_pi.invoke("install", "--pi", str(tmp_path / "nothing"))
         assert 1 == done.returncode
         assert f"--pi {tmp_path / 'nothing'}: not an executable file" in done.stderr
 

@@ -1,4 +1,4 @@
-"""search, read, memory search, recall and reindex through the installed console script."""
+"""search, read, memory search, recall and reindex as a person runs them."""
 
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import invoke
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pbot-watch", *args], capture_output=True, text=True, check=False, timeout=120)
 
 
 @pytest.fixture
@@ -25,7 +22,7 @@ def central(tmp_path: Path) -> tuple[Path, Path]:
     sessions = tmp_path / "sessions"
     shutil.copytree(FIXTURES / "real-v3", sessions / "v3")
     archive = tmp_path / "archive"
-    assert 0 == run("index", "--sessions", str(sessions), "--archive", str(archive)).returncode
+    assert 0 == invoke("index", "--sessions", str(sessions), "--archive", str(archive)).returncode
     return sessions, archive
 
 
@@ -40,13 +37,13 @@ class TestSearchCommand:
     def test_json_shape_and_read_round_trip(self, central: tuple[Path, Path]) -> None:
         """--json gives the documented shape; an id from search reads with read --json."""
         _, archive = central
-        result = run("search", "notes", "--archive", str(archive), "--json", "--limit", "2")
+        result = invoke("search", "notes", "--archive", str(archive), "--json", "--limit", "2")
         assert 0 == result.returncode, result.stderr
         data = json.loads(result.stdout)
         assert {"query", "match", "matches", "total", "nextOffset", "warnings"} == set(data)
         assert 2 == len(data["matches"]) and data["nextOffset"] == 2
         hit = data["matches"][0]
-        page = json.loads(run("read", hit["id"], "--archive", str(archive), "--json").stdout)
+        page = json.loads(invoke("read", hit["id"], "--archive", str(archive), "--json").stdout)
         assert hit["id"] == page["id"]
         assert "notes" in page["text"].lower()
         assert page["source"]["entryIds"]
@@ -54,7 +51,7 @@ class TestSearchCommand:
     def test_human_output_lists_hits(self, central: tuple[Path, Path]) -> None:
         """The human list shows kind, session name, snippet and id."""
         _, archive = central
-        result = run("search", "notes", "--archive", str(archive), "--limit", "1")
+        result = invoke("search", "notes", "--archive", str(archive), "--limit", "1")
         assert 0 == result.returncode
         assert "exchange" in result.stdout and "notes" in result.stdout.lower()
         assert "next page: --offset 1" in result.stdout
@@ -62,18 +59,20 @@ class TestSearchCommand:
     def test_bad_range_is_one_line(self, central: tuple[Path, Path]) -> None:
         """An inverted range fails with one stderr line and a usage exit code."""
         _, archive = central
-        result = run("search", "x", "--archive", str(archive), "--from", "2026-12-01", "--to", "2026-11-01")
+        result = invoke(
+            "search", "x", "--archive", str(archive), "--from", "2026-12-01", "--to", "2026-11-01"
+        )
         assert 2 == result.returncode
         assert "time range" in one_error_line(result)
 
     def test_unknown_node_and_offset_past_end(self, central: tuple[Path, Path]) -> None:
         """read of an unknown id exits 4; an offset past the end exits 2; one line each."""
         _, archive = central
-        unknown = run("read", "no-such-node", "--archive", str(archive))
+        unknown = invoke("read", "no-such-node", "--archive", str(archive))
         assert 4 == unknown.returncode
         assert "unknown node id" in one_error_line(unknown)
-        hit = json.loads(run("search", "notes", "--archive", str(archive), "--json").stdout)["matches"][0]
-        past = run("read", hit["id"], "--archive", str(archive), "--offset", "999999")
+        hit = json.loads(invoke("search", "notes", "--archive", str(archive), "--json").stdout)["matches"][0]
+        past = invoke("read", hit["id"], "--archive", str(archive), "--offset", "999999")
         assert 2 == past.returncode
         assert "past the end" in one_error_line(past)
 
@@ -81,15 +80,15 @@ class TestSearchCommand:
         """reindex rebuilds from the archive alone; results are the same before and after."""
         sessions, archive = central
         args = ("search", "the", "--archive", str(archive), "--json", "--limit", "50")
-        before = run(*args).stdout
+        before = invoke(*args).stdout
         state = Path(os.environ["XDG_STATE_HOME"]) / "pbot-watch" / "search.db"
         state.unlink()
         for suffix in ("-wal", "-shm"):
             Path(str(state) + suffix).unlink(missing_ok=True)
-        rebuilt = run("reindex", "--archive", str(archive), "--sessions", str(sessions))
+        rebuilt = invoke("reindex", "--archive", str(archive), "--sessions", str(sessions))
         assert 0 == rebuilt.returncode, rebuilt.stderr
         assert "records" in rebuilt.stdout
-        assert before == run(*args).stdout
+        assert before == invoke(*args).stdout
 
     def test_workspaces_found_from_session_headers(self, tmp_path: Path) -> None:
         """Without --archive, records are found in the workspaces named by the session headers."""
@@ -99,13 +98,13 @@ class TestSearchCommand:
         w = PiSession("sess-ws", str(workspace), file=root / "p" / "s.jsonl")
         w.user("where is the 配置文件?", id="u1")
         w.assistant("in config/", id="a1")
-        assert 0 == run("index", "--sessions", str(root)).returncode
-        result = run("search", "配置", "--sessions", str(root), "--json")
+        assert 0 == invoke("index", "--sessions", str(root)).returncode
+        result = invoke("search", "配置", "--sessions", str(root), "--json")
         data = json.loads(result.stdout)
         assert 1 == data["total"]
         assert str(workspace) == data["matches"][0]["workspace"]
         narrowed = json.loads(
-            run(
+            invoke(
                 "search", "配置", "--sessions", str(root), "--workspace", str(tmp_path / "other"), "--json"
             ).stdout
         )
@@ -121,22 +120,22 @@ class TestMemoryCommands:
         w.assistant(None, calls=[("c1", "bash", {"command": "ls"})], id="a1")
         w.tool_result("alpha.txt\nbeta.txt\n", call_id="c1", name="bash", id="t1")
         w.assistant("two files", id="a2")
-        found = json.loads(run("memory", "search", "beta", "--sessions", str(root), "--json").stdout)
+        found = json.loads(invoke("memory", "search", "beta", "--sessions", str(root), "--json").stdout)
         assert 1 == found["total"]
         hit = found["hits"][0]
         assert (3, "tool", "retained") == (hit["line"], hit["kind"], hit["context"])
-        recalled = run("recall", hit["handle"], "--from", "2", "--sessions", str(root))
+        recalled = invoke("recall", hit["handle"], "--from", "2", "--sessions", str(root))
         assert 0 == recalled.returncode
         assert "2  alpha.txt" in recalled.stdout and "3  beta.txt" in recalled.stdout
-        data = json.loads(run("recall", hit["handle"], "--sessions", str(root), "--json").stdout)
+        data = json.loads(invoke("recall", hit["handle"], "--sessions", str(root), "--json").stdout)
         assert data["nextLine"] is None and 3 == data["totalLines"]
-        bad_handle = run("recall", "m1.nothing", "--sessions", str(root))
+        bad_handle = invoke("recall", "m1.nothing", "--sessions", str(root))
         assert 4 == bad_handle.returncode
         assert "unknown memory handle" in one_error_line(bad_handle)
-        bad_cursor = run("memory", "search", "beta", "--after", "zzz", "--sessions", str(root))
+        bad_cursor = invoke("memory", "search", "beta", "--after", "zzz", "--sessions", str(root))
         assert 2 == bad_cursor.returncode
         assert "invalid cursor" in one_error_line(bad_cursor)
-        past = run("recall", hit["handle"], "--from", "9", "--sessions", str(root))
+        past = invoke("recall", hit["handle"], "--from", "9", "--sessions", str(root))
         assert 2 == past.returncode
         assert "outside" in one_error_line(past)
 
@@ -147,7 +146,7 @@ class TestMemoryCommands:
         w.user("old budget question", id="u1")
         w.user("new budget question", id="u2")
         w.compaction("u2", id="c1")
-        shown = run("memory", "search", "budget", "--sessions", str(root))
+        shown = invoke("memory", "search", "budget", "--sessions", str(root))
         assert 0 == shown.returncode, shown.stderr
         heads = [line for line in shown.stdout.splitlines() if "budget question  " in line]
         assert "old budget question  historical" in heads[0]
@@ -161,7 +160,7 @@ class TestMemoryCommands:
         raw = json.dumps(["sess-m", "u1", 10**30], separators=(",", ":")).encode()
         handle = "m1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
         for command in (["recall", handle], ["memory", "search", "files", "--in", handle]):
-            result = run(*command, "--sessions", str(root))
+            result = invoke(*command, "--sessions", str(root))
             assert 4 == result.returncode, result.stderr
             assert "unknown memory handle" in one_error_line(result)
 
@@ -192,6 +191,6 @@ class TestWarnings:
         """A file in the archive that is not a record is reported in warnings, not fatal."""
         _, archive = central
         (archive / "broken.json").write_text("{not json", encoding="utf-8")
-        data = json.loads(run("search", "notes", "--archive", str(archive), "--json").stdout)
+        data = json.loads(invoke("search", "notes", "--archive", str(archive), "--json").stdout)
         assert data["total"] > 0
         assert any("broken.json" in w for w in data["warnings"])

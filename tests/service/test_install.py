@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.service import install as svc
+from tests.support.cli import invoke
 
 SCRIPT = Path(sys.executable).parent / "pbot-watch"
 
@@ -65,10 +66,9 @@ class Env:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PATH": str(self.bin), "FAKE_LOG": str(self.log), "FAKE_FAIL": self.fail}
-        return subprocess.run(
-            [str(SCRIPT), "service", *args], capture_output=True, text=True, env=env, check=False, timeout=60
-        )
+        """``pbot-watch service ARGS`` in this process; the tools it calls are the fake ones on PATH."""
+        env = {"PATH": str(self.bin), "FAKE_LOG": str(self.log), "FAKE_FAIL": self.fail}
+        return invoke("service", *args, env=env)
 
     @property
     def unit(self) -> Path:

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pbot_watch.config import default_state_dir
+from tests.support.cli import run
 from tests.support.pi_sessions import PiSession
 from tests.support.service import ServiceProcess, wait_for
 
 DATABASES = ("search.db", "summaries.db", "state.sqlite3")
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pbot-watch", *args], capture_output=True, text=True, check=False, timeout=120)
 
 
 def modes(folder: Path) -> dict[str, int]:

@@ -11,7 +11,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from pbot_watch.config import default_state_dir
 from tests.support.archive import records
+from tests.support.cli import run
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import append, append_split, lines_of, rewrite_in_place, with_session_id
 from tests.support.service import Expect, ServiceProcess, wait_for
@@ -272,13 +272,7 @@ class TestLifecycle:
         """A second ``run`` exits 1 with one line naming the first one's pid; the first runs on."""
         sessions, archive, _ = roots
         with ServiceProcess([sessions], archive).start() as service:
-            second = subprocess.run(
-                ["pbot-watch", "run", "--sessions", str(sessions), "--archive", str(archive)],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
+            second = run("run", "--sessions", str(sessions), "--archive", str(archive), timeout=30)
             assert second.returncode == 1
             assert f"already running (pid {service.pid}" in second.stderr
             assert "Traceback" not in second.stderr
@@ -311,13 +305,7 @@ class TestLifecycle:
 
     def test_bad_setting_is_one_line(self, tmp_path: Path) -> None:
         """An invalid flag value fails before starting, naming the key."""
-        result = subprocess.run(
-            ["pbot-watch", "run", "--sessions", str(tmp_path), "--debounce-seconds", "-1"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        result = run("run", "--sessions", str(tmp_path), "--debounce-seconds", "-1", timeout=30)
         assert result.returncode == 1
         assert "debounce_seconds" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
@@ -339,21 +327,15 @@ class TestLifecycle:
         sessions, archive, _ = roots
         blocker = tmp_path / "file"
         blocker.write_text("not a folder")
-        result = subprocess.run(
-            [
-                "pbot-watch",
-                "run",
-                "--sessions",
-                str(sessions),
-                "--archive",
-                str(archive),
-                "--state-dir",
-                str(blocker / "state"),
-            ],
-            capture_output=True,
-            text=True,
+        result = run(
+            "run",
+            "--sessions",
+            str(sessions),
+            "--archive",
+            str(archive),
+            "--state-dir",
+            str(blocker / "state"),
             timeout=30,
-            check=False,
         )
         assert result.returncode == 1
         assert "Traceback" not in result.stderr

@@ -16,6 +16,7 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import Status, assess, iso, read_status, write_status
+from tests.support.cli import invoke, run
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession, jsonl
 from tests.support.service import ServiceProcess
@@ -24,9 +25,13 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def status_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["pbot-watch", "status", *args], capture_output=True, text=True, timeout=30, check=False
-    )
+    """``pbot-watch status`` as a real process: it must see a running service from outside."""
+    return run("status", *args, timeout=30)
+
+
+def status_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``pbot-watch status`` in this process: nothing runs, only files are read."""
+    return invoke("status", *args)
 
 
 def fake_status(pid: int, age: float) -> Status:
@@ -89,7 +94,7 @@ class TestStatusCommand:
 
     def test_never_ran(self) -> None:
         """No status file: not running, exit 3, and no state folder is created."""
-        result = status_cli()
+        result = status_here()
         assert result.returncode == 3
         assert "not running" in result.stdout
         assert not default_state_dir().exists()
@@ -97,7 +102,7 @@ class TestStatusCommand:
     def test_stale_heartbeat(self) -> None:
         """An old heartbeat from a live pid is stale (exit 3), not running."""
         write_status(_state_dir(), fake_status(os.getpid(), age=60))
-        result = status_cli("--json")
+        result = status_here("--json")
         assert result.returncode == 3
         document = json.loads(result.stdout)
         assert (document["state"], document["running"]) == ("stale", False)
@@ -108,7 +113,7 @@ class TestStatusCommand:
         gone = subprocess.Popen([sys.executable, "-c", "pass"])
         gone.wait()
         write_status(_state_dir(), fake_status(gone.pid, age=0))
-        result = status_cli()
+        result = status_here()
         assert result.returncode == 3
         assert f"pid {gone.pid} is gone" in result.stdout
 
@@ -130,19 +135,19 @@ class TestStatusCommand:
                 update={"progress_epoch": time.time() - 60, "working_on": "reading /s.jsonl"}
             )
             write_status(folder, stuck)
-            result = status_cli("--json")
+            result = status_here("--json")
             document = json.loads(result.stdout)
             assert (3, "stale") == (result.returncode, document["state"])
             assert re.search(r"made no progress for 6\ds \(reading /s\.jsonl\)", document["detail"])
             write_status(folder, status.model_copy(update={"progress_epoch": time.time()}))
-            assert 0 == status_cli().returncode
+            assert 0 == status_here().returncode
         finally:
             lock.release()
 
     def test_state_dir_flag(self, tmp_path: Path) -> None:
         """``--state-dir`` reads another folder's status."""
         write_status(tmp_path, fake_status(os.getpid(), age=60))
-        result = status_cli("--state-dir", str(tmp_path))
+        result = status_here("--state-dir", str(tmp_path))
         assert result.returncode == 3
         assert "stale" in result.stdout
 
