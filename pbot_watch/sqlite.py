@@ -44,7 +44,7 @@ class SQLiteTooOld(Exception):
     def __init__(self, version: str) -> None:
         needed = ".".join(map(str, MIN_VERSION))
         super().__init__(
-            f"pbot-watch needs SQLite {needed} or newer (for the trigram tokenizer); this Python uses"
+            f"SQLite {needed} or newer is needed (for the trigram tokenizer); this Python uses"
             f" SQLite {version}: use a Python built against a newer SQLite"
         )
 

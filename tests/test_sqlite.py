@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,6 +194,23 @@ class TestVersion:
             check_version((3, 33, 0))
         assert "SQLite 3.34.0 or newer" in str(raised.value)
         assert "SQLite 3.33.0" in str(raised.value)
+
+    def test_too_old_is_one_line_at_the_command_line(self, tmp_path: Path) -> None:
+        """A command that opens a database on a too-old SQLite says so on one stderr line, exit 1."""
+        code = (
+            "import sqlite3, sys\n"
+            "sqlite3.sqlite_version_info = (3, 33, 0)  # the library an old Python was built with\n"
+            "from pbot_watch.cli import main\n"
+            "main(sys.argv[1:], prog_name='pbot-watch')\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, "search", "x", "--archive", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (1, [f"pbot-watch: {SQLiteTooOld('3.33.0')}"]) == (done.returncode, done.stderr.splitlines())
 
     def test_this_sqlite_is_enough(self) -> None:
         """The SQLite the tests run on passes the check."""

@@ -7,12 +7,27 @@ meant to answer in a fraction of a second.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from pbot_watch import __version__
+from pbot_watch.cli.errors import EXIT_FAILURE, CommandError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The ``pbot-watch`` group: what any command may meet in its environment is one line, too."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from pbot_watch.sqlite import SQLiteTooOld  # noqa: PLC0415 - importing the group stays cheap
+
+        try:
+            return super().invoke(ctx)
+        except SQLiteTooOld as error:  # the first database a command opens checks the library
+            raise CommandError(str(error), EXIT_FAILURE) from error
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="pbot-watch")
 def main() -> None:
     """A long memory for the Pi coding agent: archive, summarize and search Pi sessions."""

@@ -1,6 +1,7 @@
 """The archive contract: the record file personal-bot 0.2.3 reads and writes.
 
-Both tools write ``<workspace>/.pi/pbot/history/<recordId>.json``. Unknown fields are kept
+Both tools write ``<workspace>/.pi/pbot/history/<recordId>.json``; its keys are camelCase (the
+models' fields are snake_case, named by the alias generator). Unknown fields are kept
 (``extra="allow"``): pbot-watch marks summaries with who wrote them, pbot ignores that, and a
 record from a newer tool must survive a round trip through an older one.
 """
@@ -19,6 +20,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 # pbot builds nodes from object literals, so its key order is part of what it compares
 # (``JSON.stringify(before) !== JSON.stringify(value)``): a record that passes through our
@@ -81,13 +83,20 @@ class _Ordered(BaseModel):
     def _default_order(self) -> tuple[str, ...]:
         return ()
 
+    @classmethod
+    def _spellings(cls) -> dict[str, str]:
+        """Each field's JSON name to its Python name and back: a key order holds either."""
+        pairs = {(field.alias or name, name) for name, field in cls.model_fields.items()}
+        return {**dict(pairs), **{name: alias for alias, name in pairs}}
+
     @model_serializer(mode="wrap")
     def _ordered(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
         order = self._key_order or self._default_order()
+        spellings = self._spellings()
         ordered: dict[str, Any] = {}
         for key in order:
-            for name in (key, "from_" if key == "from" else "from" if key == "from_" else key):
+            for name in (key, spellings.get(key, key)):
                 if name in out and name not in ordered:
                     ordered[name] = out[name]
                     break
@@ -99,14 +108,14 @@ class _Ordered(BaseModel):
 class HistoryNode(_Ordered):
     """One node: an exchange (level 0), a summary of four nodes (level >= 1) or the session (level -1)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
 
     id: str = Field(
         description="`${recordId}:${level}:${lastEntryId}`, or the record id for the session node"
     )
     kind: Literal["session", "exchange", "summary"]
     level: int = Field(description="-1 session, 0 exchange, 1.. summary levels")
-    entryIds: list[str] = Field(  # noqa: N815 - contract field name
+    entry_ids: list[str] = Field(
         description="exchange: its user messages then the answer; summary: first and last entry covered"
     )
     text: str = Field(description="exchange text, summary text (empty until ready), or the session name")
@@ -124,10 +133,10 @@ class HistoryNode(_Ordered):
 class HistoryRecord(_Ordered):
     """One native Pi session's history. No file paths are stored."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel)
 
     id: str = Field(description="record id; kept for the life of the session")
-    sessionId: str = Field(description="the Pi session id from the session header")  # noqa: N815
+    session_id: str = Field(description="the Pi session id from the session header")
     name: str = Field(description="latest session_info name, else the first exchange's text cut to 80 units")
     nodes: list[HistoryNode]
 

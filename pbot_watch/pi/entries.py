@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
 
 from pbot_watch.pi.jsonline import Malformed, loads_line
 from pbot_watch.pi.lines import LineSplitter
@@ -24,7 +25,8 @@ CURRENT_SESSION_VERSION = 3
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # Pi's keys are camelCase; unknown ones are kept (a newer Pi may add some).
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
 
 
 class SessionHeader(_Open):
@@ -35,7 +37,7 @@ class SessionHeader(_Open):
     version: Any = None
     timestamp: Any = None
     cwd: Any = None
-    parentSession: Any = None  # noqa: N815 - Pi's field name
+    parent_session: Any = None
 
     @property
     def workspace(self) -> str | None:
