@@ -52,6 +52,16 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     return home
 
 
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask, under which new files are readable by everyone."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 @pytest.fixture(scope="session")
 def pi_install() -> PiInstall:
     """The real Pi 1.6.0 and a Node >= 22.19 from the npm registry (cached between runs).

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.e2e.pi_install import PiInstall
-from tests.support.paths import REPO
+from tests.support.cli import bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -18,17 +16,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 class TestFirstRunBench:
     def test_tiny_run_reports_figures(self, pi_install: PiInstall) -> None:
         """Two corpora of 2 and 4 sessions: every phase reports, and growth is computed between them."""
-        result = subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "bench" / "first_run.py"),
-                *("--sizes", "1,2", "--total-mb", "2", "--sessions", "4", "--exchanges", "6"),
-                *("--repeat", "1", "--json"),
-            ],
-            capture_output=True,
-            text=True,
+        result = bench(
+            "first_run.py",
+            *("--sizes", "1,2", "--total-mb", "2", "--sessions", "4", "--exchanges", "6"),
+            *("--repeat", "1", "--json"),
             timeout=280,
-            check=False,
             # pbot's phase finds the cached Pi install of the real environment.
             env={**os.environ, "PBOT_WATCH_E2E_CACHE": str(pi_install.prefix.parent)},
         )

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.cli import bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -16,24 +14,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 class TestIndexThroughputBench:
     def test_tiny_run_reports_figures(self) -> None:
         """A 12-session, 1 MB corpus: every session indexed, every figure printed."""
-        result = subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "bench" / "index_throughput.py"),
-                "--sessions",
-                "12",
-                "--size-mb",
-                "1",
-                "--workspaces",
-                "3",
-                "--repeat",
-                "1",
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
+        result = bench(
+            "index_throughput.py",
+            "--sessions",
+            "12",
+            "--size-mb",
+            "1",
+            "--workspaces",
+            "3",
+            "--repeat",
+            "1",
+            "--json",
             timeout=170,
-            check=False,
         )
         assert 0 == result.returncode, result.stdout + result.stderr
         figures = json.loads(result.stdout)

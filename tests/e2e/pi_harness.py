@@ -16,16 +16,15 @@ import json
 import os
 import queue
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from tests.e2e.pi_install import PiInstall
-from tests.support.cli import pbot_watch_executable
-from tests.support.processes import close_child
+from tests.support.cli import run
+from tests.support.processes import LineChild
 
 PROVIDER = "scripted"
 MODEL = "scripted-model"
@@ -143,48 +142,25 @@ class PiWorld:
         )
 
 
-class RpcPi:
+class RpcPi(LineChild):
     """``pi --mode rpc`` as a child process: commands with ids, events on a queue."""
 
     def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
         self.records: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
-        self.stderr = bytearray()
         self._next_id = 0
-        self._readers = [
-            threading.Thread(target=self._read_stdout, name="pi-rpc-stdout", daemon=True),
-            threading.Thread(target=self._read_stderr, name="pi-rpc-stderr", daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
+        super().__init__(argv, cwd=cwd, env=env)
 
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        buffer = b""
-        while chunk := self.proc.stdout.read1(1 << 16):
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for raw in lines:
-                line = raw.removesuffix(b"\r")
-                if line:
-                    try:
-                        self.records.put(json.loads(line))
-                    except ValueError:
-                        self.records.put({"type": "_not_json", "raw": line.decode("utf-8", "replace")})
+    def received(self, line: bytes) -> None:
+        record = line.rstrip(b"\n").removesuffix(b"\r")
+        if record:
+            try:
+                self.records.put(json.loads(record))
+            except ValueError:
+                self.records.put({"type": "_not_json", "raw": record.decode("utf-8", "replace")})
+
+    def ended(self) -> None:
         self.records.put(None)
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        while chunk := self.proc.stderr.read1(1 << 16):
-            self.stderr += chunk
 
     def _fail(self, message: str) -> PiFailed:
         tail = [json.dumps(r)[:300] for r in self.seen[-15:]]
@@ -230,9 +206,7 @@ class RpcPi:
         return request_id
 
     def _write(self, record: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(record).encode() + b"\n")
-        self.proc.stdin.flush()
+        self.send_raw(json.dumps(record).encode() + b"\n")
 
     def ui_request(
         self, method: str, since: int | None = None, timeout: float = RPC_TIMEOUT_S
@@ -293,16 +267,6 @@ class RpcPi:
     def entries(self) -> dict[str, Any]:
         return self.command({"type": "get_entries"})
 
-    def close(self, timeout: float = 30) -> int:
-        """Close stdin (Pi's orderly shutdown); kill only if it does not exit in time."""
-        return close_child(self.proc, self._readers, timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def newest_session(sessions: Path) -> Path:
     files = sorted(sessions.rglob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
@@ -331,15 +295,7 @@ def child_processes(pid: int) -> dict[int, list[str]]:
 def install_package(world: PiWorld, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``pbot-watch pi install ARGS`` into the world's agent folder, with its Pi first on PATH."""
     env = {**world.env, "PATH": f"{world.pi.bin_dir}{os.pathsep}{world.env['PATH']}"}
-    done = subprocess.run(
-        [pbot_watch_executable(), "pi", "install", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PRINT_TIMEOUT_S,
-        check=False,
-    )
+    done = run("pi", "install", *args, env=env, cwd=cwd, timeout=PRINT_TIMEOUT_S)
     if done.returncode != 0:
         raise PiFailed(f"pbot-watch pi install failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done

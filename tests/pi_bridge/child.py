@@ -3,57 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import queue
-import subprocess
-import sys
-import threading
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from tests.support.processes import close_child
+from tests.support.cli import pbot_watch_executable
+from tests.support.processes import LineChild
 
-SCRIPT = Path(sys.executable).parent / "pbot-watch"
 REPLY_TIMEOUT_S = 60
 
 
-class ServeChild:
+class ServeChild(LineChild):
     """``pbot-watch pi serve ARGS``: write request lines, read reply lines (raw bytes kept)."""
 
     def __init__(self, *args: str, env: Mapping[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            [str(SCRIPT), "pi", "serve", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env if env is not None else os.environ),
-        )
-        self.lines: queue.Queue[bytes | None] = queue.Queue()
-        self.stderr = bytearray()
+        super().__init__([pbot_watch_executable(), "pi", "serve", *args], env=env)
         self._next = 0
-        self._readers = [
-            threading.Thread(target=self._read_out, daemon=True),
-            threading.Thread(target=self._read_err, daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in iter(self.proc.stdout.readline, b""):
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        while chunk := self.proc.stderr.read1(1 << 16):
-            self.stderr += chunk
-
-    def send_raw(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
 
     def send(self, method: str, params: dict[str, Any] | None = None) -> int:
         self._next += 1
@@ -85,12 +50,3 @@ class ServeChild:
         reply = self.reply()
         assert request_id == reply["id"], reply
         return reply
-
-    def close(self, timeout: float = 30) -> int:
-        return close_child(self.proc, self._readers, timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ import pytest
 
 from pbot_watch import __version__
 from tests.memory.work import Work, budget_session
-from tests.pi_bridge.child import SCRIPT, ServeChild
+from tests.pi_bridge.child import ServeChild
+from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real child process per test
@@ -229,12 +229,10 @@ class TestCues:
         """The cue block of a compacted branch is exactly the text of `pbot-watch cues`."""
         path = tmp_path / "budget.jsonl"
         budget_session(path)
-        printed = subprocess.run(
-            [str(SCRIPT), "cues", "--session", str(path), "--context-window", "32000"],
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout  # fmt: skip
+        printed = invoke("cues", "--session", str(path), "--context-window", "32000")
+        assert 0 == printed.returncode, printed.stderr
         reply = child.ask("cues", {"sessionFile": str(path), "contextWindow": 32000})["result"]
-        assert printed.rstrip("\n") == reply["block"]
+        assert printed.stdout.rstrip("\n") == reply["block"]
         assert 3 == reply["batch"]
 
     def test_no_compaction_no_block(self, child: ServeChild, tmp_path: Path) -> None:

@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO, SHARED
+from tests.support.cli import bench
+from tests.support.paths import SHARED
 
 pytestmark = pytest.mark.slow
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=240, check=False, cwd=REPO
-    )
 
 
 class TestBenchmarks:
     def test_search_latency_smoke(self, tmp_path: Path) -> None:
         """search_latency builds an archive, checks the index against the scan and prints a table."""
-        result = run(
-            "bench/search_latency.py",
+        result = bench(
+            "search_latency.py",
             "--exchanges",
             "400",
             "--repeat",
@@ -41,8 +34,8 @@ class TestBenchmarks:
 
     def test_index_build_smoke(self, tmp_path: Path) -> None:
         """index_build generates a corpus, writes its records and times both index builds."""
-        result = run(
-            "bench/index_build.py",
+        result = bench(
+            "index_build.py",
             "--sessions",
             "6",
             "--size-mb",
@@ -72,8 +65,8 @@ class TestBenchmarks:
         ][:8]
         small = tmp_path / "small.json"
         small.write_text(json.dumps(data), encoding="utf-8")
-        result = run(
-            "bench/locomo_recall.py", "--data", str(small), "--keep", str(tmp_path / "work"), "--baseline"
+        result = bench(
+            "locomo_recall.py", "--data", str(small), "--keep", str(tmp_path / "work"), "--baseline"
         )
         assert 0 == result.returncode, result.stderr
         assert "baseline: plain BM25 over single turns recall@10" in result.stdout

@@ -7,12 +7,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import invoke
+from tests.support.cli import invoke, modules_after
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession
 
@@ -172,18 +171,8 @@ class TestImports:
     def test_no_litellm_or_watchdog(self, command: list[str], tmp_path: Path) -> None:
         """search, read, memory search and recall never import litellm or watchdog."""
         (tmp_path / "a").mkdir()
-        code = (
-            "import sys\n"
-            "from pbot_watch.cli import main\n"
-            f"try:\n    main({[*command, '--archive', str(tmp_path / 'a'), '--sessions', str(tmp_path)]!r})\n"
-            "except SystemExit:\n    pass\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'watchdog'))\n"
-            "print('IMPORTED', bad)\n"
-        )
-        result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-        )
-        assert "IMPORTED []" in result.stdout, result.stdout + result.stderr
+        args = [*command, "--archive", str(tmp_path / "a"), "--sessions", str(tmp_path)]
+        assert [] == modules_after(*args, among=("litellm", "watchdog"))
 
 
 class TestWarnings:

@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.cli import bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_watch_latency_smoke() -> None:
     """Every phase reports its figures; every answer written reached its record."""
-    result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "watch_latency.py"), "--smoke", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
+    result = bench("watch_latency.py", "--smoke", "--json", timeout=110)
     assert result.returncode == 0, result.stdout + result.stderr
     figures = json.loads(result.stdout)
     assert set(figures) == {"latency", "big session", "idle", "memory"}

@@ -6,9 +6,7 @@ Whatever the umask, the state folder is 0700 and every file in it 0600, includin
 
 from __future__ import annotations
 
-import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +21,6 @@ DATABASES = ("search.db", "summaries.db", "state.sqlite3")
 
 def modes(folder: Path) -> dict[str, int]:
     return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
-
-
-@pytest.fixture
-def umask_022() -> Iterator[None]:
-    """The usual umask, under which new files are readable by everyone."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def one_session(root: Path, workspace: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from pbot_watch.config import default_state_dir
 from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import Status, assess, iso, read_status, write_status
-from tests.support.cli import invoke, run
+from tests.support.cli import invoke, modules_after, run
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession, jsonl
 from tests.support.service import ServiceProcess
@@ -152,20 +152,9 @@ class TestStatusCommand:
         assert "stale" in result.stdout
 
     def test_imports_stay_light(self) -> None:
-        """``status`` never imports litellm, watchdog or the indexer, and answers fast."""
-        code = (
-            "import sys, time\n"
-            "start = time.monotonic()\n"
-            "from pbot_watch.cli import main\n"
-            "try:\n    main(['status'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('litellm', 'watchdog', 'pbot_watch.indexer', 'pbot_watch.service.run')"
-            " if m in sys.modules]\n"
-            "print('HEAVY', heavy)\n"
-        )
-        result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
-        )
-        assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+        """``status`` never imports litellm, watchdog, the indexer or the service."""
+        heavy = ("litellm", "watchdog", "pbot_watch.indexer", "pbot_watch.service.run")
+        assert [] == modules_after("status", among=heavy)
 
 
 def _state_dir() -> Path:

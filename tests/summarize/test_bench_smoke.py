@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.cli import bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_tiny_run_reports_the_ratio() -> None:
     """Forks make the no-cache baseline pay more; the figures come out as JSON."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "summary_cost.py"),
-            "--exchanges",
-            "8",
-            "--branches",
-            "1",
-            "--forks",
-            "1",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-        cwd=REPO,
+    result = bench(
+        "summary_cost.py", "--exchanges", "8", "--branches", "1", "--forks", "1", "--json", timeout=110
     )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)

@@ -11,6 +11,7 @@ Both answer with a ``CompletedProcess``, so a test reads the same whichever it u
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from click.testing import CliRunner
+
+from tests.support.paths import REPO
 
 
 def pbot_watch_executable() -> str:
@@ -51,12 +54,37 @@ def run(
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """``pbot-watch ARGS`` as a real process; ``env`` replaces the environment when given."""
+    return _process([pbot_watch_executable(), *args], env=env, cwd=cwd, timeout=timeout)
+
+
+def modules_after(*args: str, among: tuple[str, ...]) -> list[str]:
+    """The modules of ``among`` (or inside them) a fresh interpreter holds after ``pbot-watch ARGS``.
+
+    For the commands that must stay light: what they import is what a person waits for.
+    """
+    code = (
+        "import json, sys\n"
+        "from pbot_watch.cli import main\n"
+        "try:\n    main(sys.argv[1:], prog_name='pbot-watch')\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = _process([sys.executable, "-c", code, *args], timeout=60)
+    assert done.stdout.strip(), done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    return [m for m in loaded if any(m == name or m.startswith(f"{name}.") for name in among)]
+
+
+def bench(
+    script: str, *args: str, timeout: float = 240, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``bench/SCRIPT ARGS`` from the repository root; ``env`` replaces the environment when given."""
+    return _process([sys.executable, str(REPO / "bench" / script), *args], env=env, cwd=REPO, timeout=timeout)
+
+
+def _process(
+    argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """A process to its end, its output captured as text; its exit code is the caller's to check."""
     return subprocess.run(
-        [pbot_watch_executable(), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        check=False,
-        timeout=timeout,
+        argv, capture_output=True, text=True, env=env, cwd=cwd, check=False, timeout=timeout
     )
