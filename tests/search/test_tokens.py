@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -97,6 +98,7 @@ class TestSameAsBefore:
         assert oracle.document(text) == document(text)
         assert oracle.query_terms(text) == query_terms(text)
 
+    @pytest.mark.slow
     def test_every_code_point_is_classified_as_before(self) -> None:
         """Over all of Unicode, the same characters make words, CJK runs and separators."""
         every = "".join(map(chr, range(0x110000)))
@@ -142,6 +144,7 @@ class TestFoundAgain:
         assert ["カ", "タ"] == tokens("カ・タ")
         assert [] == tokens("\u19b0\u19b1")
 
+    @pytest.mark.slow
     def test_every_single_character_token_is_kept_by_unicode61(self) -> None:
         """Each code point the tokenizer keeps on its own gives FTS5 at least one token."""
         conn = fts_table()

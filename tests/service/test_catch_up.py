@@ -36,6 +36,7 @@ def sessions_aged(root: Path, ages: dict[str, int]) -> dict[str, Path]:
 
 
 class TestNewestFirst:
+    @pytest.mark.slow
     def test_first_run_indexes_the_newest_session_first(self, tmp_path: Path) -> None:
         """Records reach the search index in the order of their sessions' mtimes, newest first."""
         ages = {"a": 30, "b": 2, "c": 50, "d": 7, "e": 1, "f": 12}
