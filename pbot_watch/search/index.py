@@ -86,7 +86,8 @@ CREATE TABLE node_texts(
 CREATE INDEX nodes_by_id ON nodes(id);
 CREATE INDEX nodes_by_record ON nodes(record, id);
 CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
-CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1');
+-- No column sizes: they serve only bm25(), and literal search never ranks.
+CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, tokenize='trigram case_sensitive 1');
 -- Exchanges and summaries go in different columns so BM25 can weigh them (bm25() weights).
 CREATE VIRTUAL TABLE nodes_terms USING fts5(exchange, summary, content='', tokenize='porter unicode61 remove_diacritics 2');
 -- Session files seen while looking for workspaces (header cwd). Raw memory's tables are
@@ -114,8 +115,32 @@ def _order_bytes(value: Any) -> bytes:
     return b"".join(_order_bytes(item) for item in value) + b"\x00"
 
 
+def _ascii_key_tables() -> tuple[dict[int, str], dict[int, str]]:
+    """Each ASCII character's share of ``sort_key``: its primary and its tertiary bytes.
+
+    ``locale_key`` weighs every character on its own, so a key is the concatenation of these.
+    """
+    primary: dict[int, str] = {}
+    tertiary: dict[int, str] = {}
+    for code in range(128):
+        weights, cases = locale_key(chr(code))
+        primary[code] = _order_bytes(weights)[:-1].decode("latin-1")  # without the tuple's end
+        tertiary[code] = _order_bytes(cases)[:-1].decode("latin-1")
+    return primary, tertiary
+
+
+_ASCII_PRIMARY, _ASCII_TERTIARY = _ascii_key_tables()
+
+
 def sort_key(value: str) -> bytes:
-    """``locale_key`` as bytes, so SQLite orders by ``localeCompare`` with a plain index."""
+    """``locale_key`` as bytes, so SQLite orders by ``localeCompare`` with a plain index.
+
+    Two of these per node when an index is built: ASCII values (timestamps, ids) are
+    translated in C from per-character tables; anything else takes the general encoding.
+    """
+    if value.isascii():
+        key = value.translate(_ASCII_PRIMARY) + "\0" + value.translate(_ASCII_TERTIARY) + "\0\0"
+        return key.encode("latin-1")
     return _order_bytes(locale_key(value))
 
 
@@ -124,11 +149,6 @@ def storable(text: str) -> tuple[str, str | None]:
     if _LONE_SURROGATE.search(text) is None:
         return text, None
     return _LONE_SURROGATE.sub("\ufffd", text), json.dumps(text)
-
-
-def literal_document(text: str) -> str:
-    """What ``nodes_literal`` indexes: the text as pbot compares it (``toLowerCase``)."""
-    return storable(text)[0].lower()
 
 
 @dataclass(frozen=True)
@@ -389,87 +409,104 @@ class SearchIndex:
         return True
 
     def _replace_nodes(self, record: int, nodes: list[Any]) -> None:
-        """Make the record's node rows equal ``nodes``, touching FTS only where a text changed."""
+        """Make the record's node rows equal ``nodes``, touching FTS only where a text changed.
+
+        The writes are gathered first and made with one ``executemany`` per statement: a first
+        search over a large archive inserts every node of every record here. New rows get their
+        row ids from a counter (the write transaction is ours), so the rows of ``nodes``,
+        ``node_texts`` and both FTS tables can be written in bulk without asking for each id.
+        """
+        conn = self.conn
         old: dict[str, tuple[int, str, str | None, int, int]] = {}
-        for rowid, node_id, text, text_json, searchable, level in self.conn.execute(
+        for rowid, node_id, text, text_json, searchable, level in conn.execute(
             "SELECT n.rowid, n.id, t.text, t.text_json, n.searchable, n.level FROM nodes n "
             "JOIN node_texts t ON t.rowid = n.rowid WHERE n.record = ?",
             (record,),
         ):
             old.setdefault(node_id, (rowid, text, text_json, searchable, level))
         seen: set[str] = set()
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        new_texts: list[tuple[str, str | None, int]] = []
+        fts_out: list[tuple[int, str, int]] = []  # (rowid, stored text, level) to take out of FTS
+        fts_in: list[tuple[int, str, int]] = []
+        next_rowid: int | None = None
         for raw in nodes:
             node = _node_values(raw)
             if node is None or node["id"] in seen:
                 continue
             seen.add(node["id"])
             before = old.get(node["id"])
-            if before is not None:
-                rowid, text, text_json, searchable, level = before
-                same_text = (text, text_json) == (node["text"], node["text_json"]) and searchable == node[
-                    "searchable"
-                ]
-                if not same_text and searchable:
-                    self._fts_delete(rowid, json.loads(text_json) if text_json else text, level)
-                if not same_text:
-                    self.conn.execute(
-                        "UPDATE node_texts SET text = ?, text_json = ? WHERE rowid = ?",
-                        (node["text"], node["text_json"], rowid),
-                    )
-                self.conn.execute(
-                    """UPDATE nodes SET kind=:kind, level=:level, from_=:from_, to_=:to_,
-                       from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
-                       searchable=:searchable, entry_ids=:entry_ids, children=:children, parents=:parents WHERE rowid=:rowid""",
-                    {**node, "rowid": rowid},
-                )
-                if not same_text and node["searchable"]:
-                    self._fts_insert(rowid, node["exact"], node["level"])
-            else:
-                cur = self.conn.execute(
-                    """INSERT INTO nodes(record, id, kind, level, from_, to_, from_ms, to_ms, to_key, id_key,
-                       ready, completed, searchable, entry_ids, children, parents) VALUES (:record, :id, :kind, :level,
-                       :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
-                       :entry_ids, :children, :parents)""",
-                    {**node, "record": record},
-                )
-                rowid = cur.lastrowid
-                assert rowid is not None
-                self.conn.execute(
-                    "INSERT INTO node_texts(rowid, text, text_json) VALUES (?, ?, ?)",
-                    (rowid, node["text"], node["text_json"]),
-                )
+            if before is None:
+                if next_rowid is None:
+                    next_rowid = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM nodes").fetchone()[0]
+                    assert next_rowid is not None
+                rowid, next_rowid = next_rowid, next_rowid + 1
+                inserts.append({**node, "rowid": rowid, "record": record})
                 if node["searchable"]:
-                    self._fts_insert(rowid, node["exact"], node["level"])
-        for node_id, (rowid, text, text_json, searchable, level) in old.items():
-            if node_id not in seen:
+                    fts_in.append((rowid, node["text"], node["level"]))
+                continue
+            rowid, text, text_json, searchable, level = before
+            same_text = (text, text_json) == (node["text"], node["text_json"])
+            same_text = same_text and searchable == node["searchable"]
+            if not same_text:
                 if searchable:
-                    self._fts_delete(rowid, json.loads(text_json) if text_json else text, level)
-                self.conn.execute("DELETE FROM nodes WHERE rowid = ?", (rowid,))
-                self.conn.execute("DELETE FROM node_texts WHERE rowid = ?", (rowid,))
+                    fts_out.append((rowid, text, level))
+                new_texts.append((node["text"], node["text_json"], rowid))
+                if node["searchable"]:
+                    fts_in.append((rowid, node["text"], node["level"]))
+            updates.append({**node, "rowid": rowid})
+        gone = [row for node_id, row in old.items() if node_id not in seen]
+        fts_out.extend((rowid, text, level) for rowid, text, _json, searchable, level in gone if searchable)
+        # Contentless tables forget their text: a delete repeats exactly what was inserted (the
+        # stored text), so texts leave the FTS tables before any row or text changes.
+        self._fts_delete(fts_out)
+        conn.executemany("DELETE FROM nodes WHERE rowid = ?", [(g[0],) for g in gone])
+        conn.executemany("DELETE FROM node_texts WHERE rowid = ?", [(g[0],) for g in gone])
+        conn.executemany("UPDATE node_texts SET text = ?, text_json = ? WHERE rowid = ?", new_texts)
+        conn.executemany(
+            """UPDATE nodes SET kind=:kind, level=:level, from_=:from_, to_=:to_,
+               from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
+               searchable=:searchable, entry_ids=:entry_ids, children=:children, parents=:parents WHERE rowid=:rowid""",
+            updates,
+        )
+        conn.executemany(
+            """INSERT INTO nodes(rowid, record, id, kind, level, from_, to_, from_ms, to_ms, to_key, id_key,
+               ready, completed, searchable, entry_ids, children, parents) VALUES (:rowid, :record, :id, :kind,
+               :level, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
+               :entry_ids, :children, :parents)""",
+            inserts,
+        )
+        conn.executemany(
+            "INSERT INTO node_texts(rowid, text, text_json) VALUES (:rowid, :text, :text_json)", inserts
+        )
+        self._fts_insert(fts_in)
 
     @staticmethod
-    def _terms_columns(text: str, level: int) -> tuple[str, str]:
-        doc = document(storable(text)[0])
-        return (doc, "") if level == 0 else ("", doc)
+    def _terms_columns(rowid: int, text: str, level: int) -> tuple[int, str, str]:
+        doc = document(text)
+        return (rowid, doc, "") if level == 0 else (rowid, "", doc)
 
-    def _fts_insert(self, rowid: int, text: str, level: int) -> None:
-        self.conn.execute(
-            "INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)", (rowid, literal_document(text))
+    def _fts_insert(self, rows: list[tuple[int, str, int]]) -> None:
+        """Index these (row id, stored text, level) in both FTS tables."""
+        self.conn.executemany(
+            "INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)",
+            [(rowid, text.lower()) for rowid, text, _level in rows],
         )
-        self.conn.execute(
+        self.conn.executemany(
             "INSERT INTO nodes_terms(rowid, exchange, summary) VALUES (?, ?, ?)",
-            (rowid, *self._terms_columns(text, level)),
+            [self._terms_columns(*row) for row in rows],
         )
 
-    def _fts_delete(self, rowid: int, text: str, level: int) -> None:
-        # Contentless tables forget their text: a delete must repeat exactly what was inserted.
-        self.conn.execute(
+    def _fts_delete(self, rows: list[tuple[int, str, int]]) -> None:
+        """Take these (row id, stored text, level) out of both FTS tables, as ``_fts_insert`` put them."""
+        self.conn.executemany(
             "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)",
-            (rowid, literal_document(text)),
+            [(rowid, text.lower()) for rowid, text, _level in rows],
         )
-        self.conn.execute(
+        self.conn.executemany(
             "INSERT INTO nodes_terms(nodes_terms, rowid, exchange, summary) VALUES ('delete', ?, ?, ?)",
-            (rowid, *self._terms_columns(text, level)),
+            [self._terms_columns(*row) for row in rows],
         )
 
     def _drop_record(self, path: str) -> None:

@@ -1,0 +1,91 @@
+"""The search index's own work: localeCompare order as bytes, incremental updates of the FTS tables."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pbot_watch.history.jstext import locale_key
+from pbot_watch.search.index import RecordFolder, SearchIndex, _order_bytes, sort_key
+from tests.search.archive import exchange, write_record
+
+KEYS = st.one_of(
+    st.text(),
+    st.text(alphabet=st.characters(max_codepoint=0x7F)),
+    st.from_regex(r"20\d\d-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-5]\d\.\d{3}Z", fullmatch=True),
+)
+
+
+class TestSortKey:
+    @settings(max_examples=300, deadline=None)
+    @given(KEYS)
+    @example("2026-11-29T20:00:01.000Z")
+    @example("Ab\x01c\x7f_-")
+    def test_equals_the_general_encoding(self, value: str) -> None:
+        """The ASCII fast path gives the bytes of the general encoding of locale_key."""
+        assert _order_bytes(locale_key(value)) == sort_key(value)
+
+    @settings(max_examples=300, deadline=None)
+    @given(KEYS, KEYS)
+    def test_orders_as_locale_key(self, a: str, b: str) -> None:
+        """Byte order of the keys is the order of locale_key (localeCompare's)."""
+        assert (locale_key(a) < locale_key(b)) == (sort_key(a) < sort_key(b))
+
+
+WORDS = ["budget", "北京", "😀", "parseHTTP", "\ud83d", "review", "ÇA", ""]
+
+
+def vocabulary(index: SearchIndex) -> dict[str, set[tuple[str, int, int]]]:
+    """Every term of both FTS tables with its row and occurrence counts (row ids play no part)."""
+    out = {}
+    for table in ("nodes_literal", "nodes_terms"):
+        index.conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.v_{table} USING fts5vocab(main, {table}, row)"
+        )
+        out[table] = set(index.conn.execute(f"SELECT term, doc, cnt FROM temp.v_{table}"))
+    return out
+
+
+class TestIncrementalUpdates:
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["s1", "s2", "s3"]),
+                st.lists(st.lists(st.sampled_from(WORDS), max_size=4).map(" ".join), max_size=6),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    def test_rewritten_records_leave_the_fts_tables_as_a_fresh_build(
+        self, tmp_path_factory: pytest.TempPathFactory, writes: list[tuple[str, list[str], bool]]
+    ) -> None:
+        """Records rewritten, shrunk, grown and deleted in turn: FTS holds what a rebuild holds."""
+        tmp = tmp_path_factory.mktemp("incremental")
+        folder = tmp / "archive"
+        folder.mkdir()
+        kept = SearchIndex(tmp / "kept.db")
+        for session, texts, summarized in writes:
+            exchanges = [
+                exchange(f"e{i}", text, f"2026-11-0{1 + i % 9}T10:00:00.000Z") for i, text in enumerate(texts)
+            ]
+            for path in folder.glob("*.json"):
+                if f'"{session}"' in path.read_text(encoding="utf-8"):
+                    path.unlink()
+            if exchanges:
+                write_record(
+                    folder,
+                    session,
+                    session.upper(),
+                    [exchanges],
+                    summaries={1: "sum 北京"} if summarized else None,
+                )
+            kept.update_from_archive([RecordFolder(folder, None)])
+        fresh = SearchIndex(tmp / "fresh.db")
+        fresh.rebuild([RecordFolder(folder, None)])
+        assert vocabulary(fresh) == vocabulary(kept)
+        kept.close()
+        fresh.close()
