@@ -39,10 +39,18 @@ from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
+
+INDEXED_CHARS = 1 << 20
+"""Characters of one text (a node's, a raw-memory source's) the FTS tables see, about a megabyte.
+
+A pasted 50 MB log must not cost minutes and gigabytes of index. A longer text is *capped*: it
+has no row in the trigram index, so literal search reads it (it stays exact), and the terms
+index sees its first ``INDEXED_CHARS`` characters. Reading a node shows all of it.
+"""
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -76,6 +84,7 @@ CREATE TABLE nodes(
   to_key BLOB NOT NULL, id_key BLOB NOT NULL,  -- localeCompare order as byte strings
   ready INTEGER NOT NULL, completed INTEGER NOT NULL,
   searchable INTEGER NOT NULL,  -- in the FTS tables: a ready exchange or summary with text and dates
+  capped INTEGER NOT NULL,  -- text longer than INDEXED_CHARS: not in nodes_literal, only its head in nodes_terms
   entry_ids TEXT NOT NULL, children TEXT NOT NULL, parents TEXT NOT NULL
 );
 CREATE TABLE node_texts(
@@ -86,6 +95,7 @@ CREATE TABLE node_texts(
 CREATE INDEX nodes_by_id ON nodes(id);
 CREATE INDEX nodes_by_record ON nodes(record, id);
 CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
+CREATE INDEX nodes_capped ON nodes(capped) WHERE capped;
 -- No column sizes: they serve only bm25(), and literal search never ranks.
 CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, tokenize='trigram case_sensitive 1');
 -- Exchanges and summaries go in different columns so BM25 can weigh them (bm25() weights).
@@ -180,7 +190,7 @@ class SearchIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.conn = self._open(path)
+        self.conn = self._functions(self._open(path))
         self._unreadable: list[str] = []
 
     # ---- opening ----------------------------------------------------------------------
@@ -208,6 +218,12 @@ class SearchIndex:
         with transaction(conn):
             execute_script(conn, _SCHEMA)
             conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        return conn
+
+    @staticmethod
+    def _functions(conn: sqlite3.Connection) -> sqlite3.Connection:
+        """SQL functions the queries use: ``holds(text, text_json, needle)``, pbot's literal test."""
+        conn.create_function("holds", 3, _holds, deterministic=True)
         return conn
 
     @staticmethod
@@ -467,14 +483,15 @@ class SearchIndex:
         conn.executemany(
             """UPDATE nodes SET kind=:kind, level=:level, from_=:from_, to_=:to_,
                from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
-               searchable=:searchable, entry_ids=:entry_ids, children=:children, parents=:parents WHERE rowid=:rowid""",
+               searchable=:searchable, capped=:capped, entry_ids=:entry_ids, children=:children, parents=:parents
+               WHERE rowid=:rowid""",
             updates,
         )
         conn.executemany(
             """INSERT INTO nodes(rowid, record, id, kind, level, from_, to_, from_ms, to_ms, to_key, id_key,
-               ready, completed, searchable, entry_ids, children, parents) VALUES (:rowid, :record, :id, :kind,
-               :level, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
-               :entry_ids, :children, :parents)""",
+               ready, completed, searchable, capped, entry_ids, children, parents) VALUES (:rowid, :record, :id,
+               :kind, :level, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
+               :capped, :entry_ids, :children, :parents)""",
             inserts,
         )
         conn.executemany(
@@ -484,14 +501,14 @@ class SearchIndex:
 
     @staticmethod
     def _terms_columns(rowid: int, text: str, level: int) -> tuple[int, str, str]:
-        doc = document(text)
+        doc = document(text[:INDEXED_CHARS])
         return (rowid, doc, "") if level == 0 else (rowid, "", doc)
 
     def _fts_insert(self, rows: list[tuple[int, str, int]]) -> None:
-        """Index these (row id, stored text, level) in both FTS tables."""
+        """Index these (row id, stored text, level) in both FTS tables (see ``INDEXED_CHARS``)."""
         self.conn.executemany(
             "INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)",
-            [(rowid, text.lower()) for rowid, text, _level in rows],
+            [(rowid, text.lower()) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS],
         )
         self.conn.executemany(
             "INSERT INTO nodes_terms(rowid, exchange, summary) VALUES (?, ?, ?)",
@@ -502,7 +519,7 @@ class SearchIndex:
         """Take these (row id, stored text, level) out of both FTS tables, as ``_fts_insert`` put them."""
         self.conn.executemany(
             "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)",
-            [(rowid, text.lower()) for rowid, text, _level in rows],
+            [(rowid, text.lower()) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS],
         )
         self.conn.executemany(
             "INSERT INTO nodes_terms(nodes_terms, rowid, exchange, summary) VALUES ('delete', ?, ?, ?)",
@@ -548,6 +565,11 @@ class SearchIndex:
         }
 
 
+def _holds(text: str, text_json: str | None, needle: str) -> bool:
+    """Whether a node's exact text, lower-cased as pbot does (``toLowerCase``), holds ``needle``."""
+    return needle in (json.loads(text_json) if text_json else text).lower()
+
+
 def _strs(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
@@ -574,7 +596,7 @@ def _node_values(raw: Any) -> dict[str, Any] | None:
         "level": level,
         "text": stored,
         "text_json": text_json,
-        "exact": text,
+        "capped": int(len(stored) > INDEXED_CHARS),
         "from_": storable(from_)[0],
         "to_": storable(to)[0],
         "from_ms": from_ms,

@@ -23,11 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.history.jstext import collapse_whitespace, js_trim, utf16_len, utf16_slice
+from pbot_watch.history.jstext import collapse_whitespace, js_trim, utf16_slice
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
 from pbot_watch.search.index import SearchIndex
@@ -65,6 +66,12 @@ _NODE_COLUMNS = (
 )
 _NODE_FROM = "nodes n JOIN records r ON r.rowid = n.record JOIN node_texts t ON t.rowid = n.rowid"
 
+_CAPPED_HOLDING = (
+    "SELECT c.rowid FROM nodes c JOIN node_texts ct ON ct.rowid = c.rowid "
+    "WHERE c.capped = 1 AND c.searchable = 1 AND holds(ct.text, ct.text_json, :needle)"
+)
+"""Searchable capped nodes whose text holds the needle (few: only texts over INDEXED_CHARS)."""
+
 WALK_DENSITY = 0.02
 """When at least this share of all nodes match, walking the nodes newest first and checking the
 text finds a page sooner than sorting every hit (common words: a page is ~1/density rows away)."""
@@ -87,7 +94,7 @@ def _brief(row: Sequence[Any]) -> dict[str, Any]:
         "level": row[3],
         "sessionId": row[14],
         "name": row[15],
-        "preview": utf16_slice(collapse_whitespace(text), 0, PREVIEW_LENGTH),
+        "preview": preview(text),
         "from": row[6],
         "to": row[7],
         "ready": bool(row[8]),
@@ -165,19 +172,48 @@ class _Filter:
         return " AND ".join([*self.clauses, *extra])
 
 
+# Texts can be megabytes (index.INDEXED_CHARS); the helpers below look only at what they show.
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _units_before(text: str, end: int) -> int:
+    """UTF-16 units of ``text[:end]``: one per character, two for one above U+FFFF (no copy made)."""
+    return end if text.isascii() else end + len(_ASTRAL.findall(text, 0, end))
+
+
 def _utf16_index(haystack: str, needle: str) -> int:
     """``haystack.indexOf(needle)`` in UTF-16 units (0 for an empty needle, -1 when absent)."""
     found = haystack.find(needle)
-    if found <= 0:
-        return found
-    prefix = haystack[:found]
-    return found if prefix.isascii() else utf16_len(prefix)
+    return found if found <= 0 else _units_before(haystack, found)
+
+
+def _utf16_window(text: str, start: int, end: int) -> str:
+    """``utf16_slice(text, start, end)``, encoding only the characters around it."""
+    if text.isascii():
+        return text[start:end]
+    first = start // 2  # no character before it starts after unit ``start``
+    before = _units_before(text, first)
+    return utf16_slice(text[first : end + 1], start - before, end - before)
+
+
+def preview(text: str) -> str:
+    """Pbot's preview: the first 100 UTF-16 units of the text with whitespace collapsed.
+
+    The collapsed head of a text is the head of its collapsed whole, so only as much is
+    collapsed as the preview needs.
+    """
+    size = 4 * PREVIEW_LENGTH
+    while True:
+        flat = collapse_whitespace(text[:size])
+        if size >= len(text) or len(flat) > PREVIEW_LENGTH:
+            return utf16_slice(flat, 0, PREVIEW_LENGTH)
+        size *= 4
 
 
 def snippet_at(text: str, hit: int) -> str:
     """Pbot's snippet: 400 units of the text starting 80 before the hit (a miss counts as -1)."""
     start = max(0, hit - SNIPPET_BEFORE)
-    return utf16_slice(text, start, start + SNIPPET_LENGTH)
+    return _utf16_window(text, start, start + SNIPPET_LENGTH)
 
 
 def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int) -> list[str]:
@@ -250,13 +286,20 @@ def search_history(
     else:
         return _scan(index, query, filt, offset, limit, needle)
     filt.params["fts"] = fts_quote(needle)
-    fts = f"n.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH :fts)"
+    filt.params["needle"] = needle
+    # A capped node (index.INDEXED_CHARS) is not wholly in the FTS tables: its text is tested.
+    fts = (
+        f"(n.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH :fts) OR n.rowid IN ({_CAPPED_HOLDING}))"
+    )
     if filt.narrowing:
         total = _count(index, filt, ["n.searchable = 1", fts])
     else:
         # Only searchable nodes are in the FTS tables, and the match is exact: count there.
+        # (The terms index holds a capped node's head: count such a node once.)
         total = index.conn.execute(
-            f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (filt.params["fts"],)
+            f"SELECT (SELECT count(*) FROM {table} WHERE {table} MATCH :fts) + (SELECT count(*) FROM "
+            f"({_CAPPED_HOLDING}) h WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {table} MATCH :fts AND rowid = h.rowid))",
+            {"fts": filt.params["fts"], "needle": needle},
         ).fetchone()[0]
     if total >= WALK_DENSITY * _node_count(index):
         return _walk(index, query, filt, offset, limit, needle, total)

@@ -1,14 +1,17 @@
-"""The search index's own work: localeCompare order as bytes, incremental updates of the FTS tables."""
+"""The search index's own work: localeCompare order as bytes, incremental FTS updates, bounded texts."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pbot_watch.history.jstext import locale_key
-from pbot_watch.search.index import RecordFolder, SearchIndex, _order_bytes, sort_key
-from tests.search.archive import exchange, write_record
+from pbot_watch.search.index import INDEXED_CHARS, RecordFolder, SearchIndex, _order_bytes, sort_key
+from pbot_watch.search.queries import search_history
+from tests.search.archive import exchange, load_records, pbot_search, write_record
 
 KEYS = st.one_of(
     st.text(),
@@ -89,3 +92,32 @@ class TestIncrementalUpdates:
         assert vocabulary(fresh) == vocabulary(kept)
         kept.close()
         fresh.close()
+
+
+class TestCappedText:
+    def test_a_text_longer_than_the_index_sees_is_searched_exactly(self, tmp_path: Path) -> None:
+        """A node over INDEXED_CHARS has no trigram row, yet literal search finds its end as pbot does."""
+        folder = tmp_path / "archive"
+        log = "".join(f"record {n} " for n in range(INDEXED_CHARS // 8)) + "tail marker"
+        exchanges = [
+            exchange("e0", "用户：\n" + log, "2026-11-01T10:00:00.000Z"),
+            exchange("e1", "用户：\nanother tail marker here", "2026-11-02T10:00:00.000Z"),
+        ]
+        write_record(folder, "s1", "S1", [exchanges])
+        with SearchIndex(tmp_path / "search.db") as index:
+            index.update_from_archive([RecordFolder(folder, None)])
+            capped = index.conn.execute("SELECT count(*) FROM nodes WHERE capped").fetchone()[0]
+            assert 1 == capped
+            records = load_records(folder)
+            for query in ["TAIL MARKER", "record 1 ", "户", "用户", "xyz"]:
+                for session in (None, "s1"):
+                    ours = search_history(index, query, session_id=session)
+                    expected = pbot_search(records, query)
+                    assert (expected["total"], [m["id"] for m in expected["matches"]]) == (
+                        ours.total,
+                        [m.id for m in ours.matches],
+                    )
+            # The terms index sees the head of the long text only.
+            assert ["e1"] == [
+                m.id.rsplit(":", 1)[-1] for m in search_history(index, "marker", match="terms").matches
+            ]
