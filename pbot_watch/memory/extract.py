@@ -16,6 +16,7 @@ text (a line says an image was there); long outputs stay whole, recall pages the
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,9 @@ class Source:
     label: str
     lines: list[str]
     sections: list[Section]
+    unanswered: str | None = None
+    """For a tool call delivered without a result (none seen yet), the call's id: a result that
+    arrives later takes the call along, and this source goes (``MemoryFeed``)."""
 
 
 @dataclass
@@ -102,8 +106,30 @@ def content_text(content: Any) -> str:
 
 
 def _short(text: str, limit: int = LABEL_CHARS) -> str:
-    flat = collapse_whitespace(text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """The text on one line, whitespace collapsed, cut to ``limit`` characters with an ellipsis.
+
+    Only as much of the text is flattened as the label needs (a pasted log can be 50 MB): the
+    flattened head of a text is the head of its flattened whole, once it is longer than
+    ``limit`` without its trailing whitespace.
+    """
+    size = 4 * limit
+    while True:
+        flat = collapse_whitespace(text[:size]).strip()
+        if size >= len(text):
+            return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        if len(flat) > limit:
+            return flat[: limit - 1] + "…"
+        size *= 4
+
+
+# What ``str.splitlines`` ends a line at (``\r\n`` is one end).
+_LINE_END = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _line_count(text: str) -> int:
+    """``len(text.splitlines())`` without making the lines (tool output can be huge)."""
+    unended = bool(text) and _LINE_END.fullmatch(text[-1]) is None
+    return len(_LINE_END.findall(text)) + unended
 
 
 def _args(arguments: Any) -> str:
@@ -148,30 +174,79 @@ def _count(n: int) -> str:
 
 def session_memory(entries: list[dict[str, Any]]) -> SessionMemory:
     """Sources and entry links of one session file's entries (as ``SessionReader`` yields them)."""
-    out = SessionMemory()
-    calls: dict[str, dict[str, Any]] = {}
-    answered: set[str] = set()
+    feed = MemoryFeed().feed(entries)
+    return SessionMemory(feed.links, feed.sources)
+
+
+def _result_call_id(entry: dict[str, Any]) -> str | None:
+    """The ``toolCallId`` of a tool result entry, else ``None``."""
+    message = entry.get("message")
+    if entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "toolResult":
+        call_id = message.get("toolCallId")
+        return call_id if isinstance(call_id, str) else None
+    return None
+
+
+def call_ids(entries: list[dict[str, Any]]) -> set[str]:
+    """Every tool call id these entries mention: in calls (assistant blocks) or in results."""
+    out: set[str] = set()
     for entry in entries:
+        result = _result_call_id(entry)
+        if result is not None:
+            out.add(result)
         message = entry.get("message")
-        if (
-            entry.get("type") == "message"
-            and isinstance(message, dict)
-            and message.get("role") == "toolResult"
-        ):
-            call_id = message.get("toolCallId")
-            if isinstance(call_id, str):
-                answered.add(call_id)
-    for seq, entry in enumerate(entries):
-        entry_id = entry.get("id")
-        if not isinstance(entry_id, str):
-            continue
-        parent = entry.get("parentId")
-        kept = None
-        if entry.get("type") == "compaction":
-            kept = entry.get("firstKeptEntryId") if isinstance(entry.get("firstKeptEntryId"), str) else ""
-        out.links.append(EntryLink(seq, entry_id, parent if isinstance(parent, str) else None, kept))
-        out.sources.extend(_entry_sources(entry, seq, calls, answered))
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            for block in _blocks(message.get("content")):
+                if block.get("type") == "toolCall" and isinstance(block.get("id"), str):
+                    out.add(block["id"])
     return out
+
+
+@dataclass
+class FeedResult:
+    """What one ``MemoryFeed.feed`` call adds, and which earlier sources it makes obsolete."""
+
+    links: list[EntryLink]
+    sources: list[Source]
+    answered_now: set[str]
+    """Calls whose first result came with these entries: their earlier "no result" sources go."""
+
+
+@dataclass
+class MemoryFeed:
+    """Raw memory of one session file, extracted as its entries arrive: whole or in pieces.
+
+    A tool result is delivered with its call, which was written earlier, maybe in bytes read
+    long before; and a call is delivered alone ("no result") only while no result answers it.
+    So the state carried from one piece to the next is the entry count (``seq``), the calls
+    seen (``calls``) and the calls answered (``answered``). A caller that keeps this state
+    elsewhere (the index keeps it in SQLite) may load only the calls the next entries mention
+    (``call_ids``): nothing else is consulted. Feeding a file in any pieces gives the sources of
+    feeding it whole, once each ``answered_now`` call's unanswered source is dropped.
+    """
+
+    seq: int = 0
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+
+    def feed(self, entries: list[dict[str, Any]]) -> FeedResult:
+        # A call answered later in the same piece is delivered with its result only.
+        results = {call_id for entry in entries if (call_id := _result_call_id(entry)) is not None}
+        answered_now = results - self.answered
+        self.answered |= results
+        out = FeedResult([], [], answered_now)
+        for seq, entry in enumerate(entries, self.seq):
+            entry_id = entry.get("id")
+            if not isinstance(entry_id, str):
+                continue
+            parent = entry.get("parentId")
+            kept = None
+            if entry.get("type") == "compaction":
+                kept = entry.get("firstKeptEntryId") if isinstance(entry.get("firstKeptEntryId"), str) else ""
+            out.links.append(EntryLink(seq, entry_id, parent if isinstance(parent, str) else None, kept))
+            out.sources.extend(_entry_sources(entry, seq, self.calls, self.answered))
+        self.seq += len(entries)
+        return out
 
 
 def _entry_sources(
@@ -211,7 +286,9 @@ def _entry_sources(
                 b.section("call", _call_text(block))
                 name = block.get("name") if isinstance(block.get("name"), str) else "tool"
                 label = f"toolCall {name}({_args(block.get('arguments'))}) → no result"
-                sources.append(_source(entry, seq, 2 + i, "tool", label, b))
+                source = _source(entry, seq, 2 + i, "tool", label, b)
+                source.unanswered = call_id if isinstance(call_id, str) else None
+                sources.append(source)
         elif role == "toolResult":
             call_id = message.get("toolCallId")
             call = calls.get(call_id) if isinstance(call_id, str) else None
@@ -224,7 +301,7 @@ def _entry_sources(
             mark = "✗" if message.get("isError") else "→"
             first = _short(result.split("\n", 1)[0], 50) if result else "(empty)"
             args = _args(call.get("arguments")) if call is not None else ""
-            label = f"toolResult {name}({args}) {mark} {first} [{_count(len(result.splitlines()) or 1)}]"
+            label = f"toolResult {name}({args}) {mark} {first} [{_count(_line_count(result) or 1)}]"
             sources.append(_source(entry, seq, 0, "tool", label, b))
         elif role == "bashExecution":
             command = message.get("command") if isinstance(message.get("command"), str) else ""

@@ -1,10 +1,16 @@
-"""Raw memory's tables in the search database, and keeping them in step with the session files.
+"""Raw memory's tables in the search database, kept in step with the session files incrementally.
 
-Session files are read whole when their ``stat`` changed (Pi appends, so this is rare per
-file) and their sources (see ``extract.py``) are synced row by row: a source whose content did
-not change keeps its row id, which is what keeps paging cursors stable across appends. Lines
-are indexed in chunks of ``CHUNK_LINES`` (one FTS row per line would multiply the index size
-for long tool outputs); a literal hit is then confirmed line by line in Python (``query.py``).
+A session file an agent works in grows all the time, and it is what it searches. So each file
+has a cursor (``pi/cursor.py``: offset, identity, fingerprints, as the service keeps for its
+own reads) and the state needed to go on reading after it: the header, the number of entries
+read, and the tool calls seen and answered (``mem_calls``), so that a result appended later
+still comes with its call. A file that only grew costs the bytes it grew by; one that was
+rewritten is read again from its start, and a source whose content did not change keeps its
+row id, which is what keeps paging cursors stable.
+
+``feed_memory`` takes entries someone has already parsed (the service, from the bytes it reads
+for the records anyway); ``sync_memory_file`` reads the new bytes itself for the CLI. Texts are
+stored once and indexed within bounds: see ``texts.py``.
 
 These tables are ours, not ``SearchIndex``'s: they are created on first use and carry their
 own version in ``meta``, so a change here rebuilds raw memory only (from the session files),
@@ -15,29 +21,54 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.archive.stamp import FileStamp, file_stamp
-from pbot_watch.memory.extract import Source, session_memory
-from pbot_watch.pi.entries import SessionReader
+from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
+from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
+from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, plan
+from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.search.index import SearchIndex, storable
-from pbot_watch.search.tokens import document
-from pbot_watch.sources import iter_session_files
+from pbot_watch.sources import (
+    NotRegularFile,
+    iter_session_files,
+    open_session,
+    read_range,
+)
 
-MEMORY_SCHEMA_VERSION = 3
+MEMORY_SCHEMA_VERSION = 4
 """Bump when a memory table or its tokenisation changes: raw memory is then rebuilt, never migrated."""
 
-CHUNK_LINES = 16
+READ_BYTES = 8 << 20
+"""New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
 
 _VERSION_KEY = "memory_schema_version"
 
-MEMORY_TABLES = ("mem_files", "mem_entries", "mem_sources", "mem_lines", "mem_literal", "mem_terms")
+MEMORY_TABLES = (
+    "mem_files",
+    "mem_entries",
+    "mem_calls",
+    "mem_sources",
+    "mem_texts",
+    "mem_chunks",
+    "mem_literal",
+    "mem_terms",
+    "mem_lines",  # of memory schema 3 and before
+)
 
 _SCHEMA = (
     """CREATE TABLE mem_files(
-  path TEXT PRIMARY KEY, session_id TEXT NOT NULL, ino INTEGER, size INTEGER, mtime_ns INTEGER
+  path TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  header TEXT NOT NULL,      -- the header line (JSON): a reader resumes from it
+  entries INTEGER NOT NULL,  -- entries read so far: the seq of the next one
+  dev INTEGER NOT NULL, ino INTEGER NOT NULL, offset INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
+  size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL  -- the stamp at the last sync: unchanged means nothing to read
 )""",
     """CREATE TABLE mem_entries(
   rowid INTEGER PRIMARY KEY,
@@ -50,6 +81,13 @@ _SCHEMA = (
 )""",
     "CREATE INDEX mem_entries_by_file ON mem_entries(file, seq)",
     "CREATE INDEX mem_entries_by_session ON mem_entries(session_id)",
+    """CREATE TABLE mem_calls(
+  file TEXT NOT NULL,
+  call_id TEXT NOT NULL,
+  block TEXT,                -- the latest toolCall block with this id (JSON); NULL if only a result named it
+  answered INTEGER NOT NULL, -- a result for it was read
+  PRIMARY KEY (file, call_id)
+) WITHOUT ROWID""",
     """CREATE TABLE mem_sources(
   rowid INTEGER PRIMARY KEY,
   file TEXT NOT NULL,
@@ -60,24 +98,35 @@ _SCHEMA = (
   kind TEXT NOT NULL,
   timestamp TEXT NOT NULL,
   label TEXT NOT NULL,
-  lines TEXT NOT NULL,       -- JSON list of the source's lines
   sections TEXT NOT NULL,    -- JSON list of [title, first, last]
+  line_count INTEGER NOT NULL,
+  capped INTEGER NOT NULL,   -- longer than the indexes see: literal search reads it (texts.py)
+  unanswered TEXT,           -- a call delivered alone: its id (a later result replaces this source)
   digest TEXT NOT NULL       -- content hash: an unchanged source keeps its row id (stable cursors)
 )""",
     "CREATE INDEX mem_sources_by_file ON mem_sources(file, seq, part)",
-    """CREATE TABLE mem_lines(
-  rowid INTEGER PRIMARY KEY,
-  source INTEGER NOT NULL,
-  line INTEGER NOT NULL,     -- first line of this chunk (1-based)
-  count INTEGER NOT NULL,    -- lines in this chunk
-  text TEXT NOT NULL
+    "CREATE INDEX mem_sources_unanswered ON mem_sources(file, unanswered) WHERE unanswered IS NOT NULL",
+    "CREATE INDEX mem_sources_capped ON mem_sources(capped) WHERE capped",
+    # The text, once, apart from the rows that scopes and orders read (texts.py says how).
+    "CREATE TABLE mem_texts(rowid INTEGER PRIMARY KEY, data BLOB NOT NULL, packed INTEGER NOT NULL)",
+    # A terms row: CHUNK_LINES lines of a source from `line`.
+    """CREATE TABLE mem_chunks(
+  rowid INTEGER PRIMARY KEY, source INTEGER NOT NULL, line INTEGER NOT NULL, count INTEGER NOT NULL
 )""",
-    "CREATE INDEX mem_lines_by_source ON mem_lines(source, line)",
-    # The same two tokenisations as the record index (see search/index.py): a trigram index of
-    # the lower-cased text for literal substrings, pre-tokenised words for BM25 and short CJK.
-    "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', tokenize='trigram case_sensitive 1')",
+    "CREATE INDEX mem_chunks_by_source ON mem_chunks(source)",
+    # Literal: one row per source (rowid = mem_sources.rowid), trigrams without positions, a
+    # candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid = mem_chunks).
+    "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1')",
     "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2')",
 )
+
+
+@dataclass
+class MemorySync:
+    """What bringing raw memory up to date cost: files parsed, and every byte read from session files."""
+
+    files_read: int = 0
+    bytes_read: int = 0
 
 
 def _schema_version(index: SearchIndex) -> int | None:
@@ -106,30 +155,192 @@ def ensure_memory_tables(index: SearchIndex) -> None:
         )
 
 
-def _source_hash(source: Source) -> str:
-    value = [
-        source.kind,
-        source.timestamp,
-        source.label,
-        source.seq,
-        source.lines,
-        [list(vars(s).values()) for s in source.sections],
-    ]
-    return hashlib.blake2b(
-        json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=12
-    ).hexdigest()
+def _digest(source: Source, text: str) -> str:
+    """A hash of everything stored of a source (a huge text is hashed piece by piece)."""
+    meta = [source.kind, source.timestamp, source.label, source.seq, source.unanswered]
+    meta.append([[s.title, s.first, s.last] for s in source.sections])
+    hasher = hashlib.blake2b(digest_size=12)
+    hasher.update(json.dumps(meta, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    for start in range(0, len(text), 1 << 20):
+        hasher.update(text[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
+    return hasher.hexdigest()
 
 
-def _chunks(lines: list[str]) -> list[tuple[int, int, str]]:
-    out = []
-    for start in range(0, len(lines), CHUNK_LINES):
-        piece = lines[start : start + CHUNK_LINES]
-        out.append((start + 1, len(piece), storable("\n".join(piece))[0]))
-    return out
+@dataclass(frozen=True)
+class _Known:
+    """A session file as raw memory last read it."""
+
+    header: SessionHeader
+    entries: int
+    cursor: Cursor
+    stamp: FileStamp
+
+
+def _known(index: SearchIndex, path: Path) -> _Known | None:
+    row = index.conn.execute(
+        "SELECT header, entries, dev, ino, offset, head, tail, ino, size, mtime_ns FROM mem_files WHERE path = ?",
+        (str(path),),
+    ).fetchone()
+    if row is None:
+        return None
+    header, entries, dev, ino, offset, head, tail, _ino, size, mtime_ns = row
+    cursor = Cursor(dev, ino, offset, head, tail, mtime_ns)
+    return _Known(SessionHeader.model_validate_json(header), entries, cursor, FileStamp(ino, size, mtime_ns))
+
+
+class _FileWriter:
+    """Raw memory of one session file being written, inside the caller's write transaction.
+
+    ``start == 0``: the entries fed are the file from its start, and they replace what the
+    index held for it (a source whose digest did not change keeps its row). Otherwise they
+    follow the entries already held, and are added to them.
+    """
+
+    def __init__(self, index: SearchIndex, path: Path, session_id: str, start: int) -> None:
+        self.conn = index.conn
+        self.file = str(path)
+        self.session_id = session_id
+        self.reuse: dict[tuple[str, int, str], int] = {}
+        """The replaced sources not seen again yet, by (entry, part, digest)."""
+        self.entries = 0
+        if start == 0:
+            self.reuse = {
+                (entry_id, part, digest): rowid
+                for rowid, entry_id, part, digest in self.conn.execute(
+                    "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ?", (self.file,)
+                )
+            }
+            self.conn.execute("DELETE FROM mem_entries WHERE file = ?", (self.file,))
+            self.conn.execute("DELETE FROM mem_calls WHERE file = ?", (self.file,))
+        else:
+            row = self.conn.execute("SELECT entries FROM mem_files WHERE path = ?", (self.file,)).fetchone()
+            self.entries = row[0] if row else 0
+        self.next_source = self._next("mem_sources")
+        self.next_chunk = self._next("mem_chunks")
+
+    def _next(self, table: str) -> int:
+        return int(self.conn.execute(f"SELECT coalesce(max(rowid), 0) + 1 FROM {table}").fetchone()[0])
+
+    def feed(self, entries: list[dict[str, Any]]) -> None:
+        state = MemoryFeed(seq=self.entries)
+        mentioned = list(call_ids(entries))
+        for start in range(0, len(mentioned), 500):
+            part = mentioned[start : start + 500]
+            for call_id, block, answered in self.conn.execute(
+                f"SELECT call_id, block, answered FROM mem_calls WHERE file = ? AND call_id IN ({','.join('?' * len(part))})",
+                (self.file, *part),
+            ):
+                if block is not None:
+                    state.calls[call_id] = json.loads(block)
+                if answered:
+                    state.answered.add(call_id)
+        fed = state.feed(entries)
+        self.entries = state.seq
+        self.conn.executemany(
+            "INSERT INTO mem_entries(file, session_id, seq, entry_id, parent_id, kept) VALUES (?,?,?,?,?,?)",
+            [
+                (self.file, self.session_id, link.seq, link.entry_id, link.parent_id, link.kept)
+                for link in fed.links
+            ],
+        )
+        for call_id in fed.answered_now:
+            for rowid, entry_id, part, digest in self.conn.execute(
+                "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ? AND unanswered = ?",
+                (self.file, call_id),
+            ).fetchall():
+                drop_source(self.conn, rowid)
+                self.reuse.pop((entry_id, part, digest), None)
+        self.conn.executemany(
+            "INSERT INTO mem_calls(file, call_id, block, answered) VALUES (?,?,?,?) ON CONFLICT(file, call_id) "
+            "DO UPDATE SET block = coalesce(excluded.block, block), answered = excluded.answered",
+            [
+                (self.file, call_id, _json(state.calls.get(call_id)), int(call_id in state.answered))
+                for call_id in {*state.calls, *state.answered}
+            ],
+        )
+        self._add(fed.sources)
+
+    def _add(self, sources: list[Source]) -> None:
+        rows: list[tuple[Any, ...]] = []
+        texts: list[tuple[int, bytes, int]] = []
+        literal: list[tuple[int, str]] = []
+        chunks: list[tuple[int, int, int, int]] = []
+        terms: list[tuple[int, str]] = []
+        for source in sources:
+            text = "\n".join(source.lines)
+            digest = _digest(source, text)
+            if self.reuse.pop((source.entry_id, source.part, digest), None) is not None:
+                continue
+            rowid, self.next_source = self.next_source, self.next_source + 1
+            rows.append(
+                (
+                    rowid,
+                    self.file,
+                    self.session_id,
+                    source.entry_id,
+                    source.seq,
+                    source.part,
+                    source.kind,
+                    storable(source.timestamp)[0],
+                    storable(source.label)[0],
+                    json.dumps([[s.title, s.first, s.last] for s in source.sections]),
+                    len(source.lines),
+                    int(capped(text)),
+                    source.unanswered,
+                    digest,
+                )
+            )
+            data, packed = pack(text)
+            texts.append((rowid, data, int(packed)))
+            document = literal_document(text)
+            if document is not None:
+                literal.append((rowid, document))
+            for line, count, body in term_chunks(source.lines):
+                chunk, self.next_chunk = self.next_chunk, self.next_chunk + 1
+                chunks.append((chunk, rowid, line, count))
+                terms.append((chunk, body))
+        self.conn.executemany(
+            "INSERT INTO mem_sources(rowid, file, session_id, entry_id, seq, part, kind, timestamp, label, "
+            "sections, line_count, capped, unanswered, digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        self.conn.executemany("INSERT INTO mem_texts(rowid, data, packed) VALUES (?,?,?)", texts)
+        self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", literal)
+        self.conn.executemany("INSERT INTO mem_chunks(rowid, source, line, count) VALUES (?,?,?,?)", chunks)
+        self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", terms)
+
+    def finish(self, header: SessionHeader, cursor: Cursor, stamp: FileStamp) -> None:
+        """Forget the replaced sources that did not come back, and remember where reading stopped."""
+        for rowid in self.reuse.values():
+            drop_source(self.conn, rowid)
+        self.conn.execute(
+            "INSERT INTO mem_files(path, session_id, header, entries, dev, ino, offset, head, tail, size, mtime_ns) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session_id=excluded.session_id, "
+            "header=excluded.header, entries=excluded.entries, dev=excluded.dev, ino=excluded.ino, "
+            "offset=excluded.offset, head=excluded.head, tail=excluded.tail, size=excluded.size, "
+            "mtime_ns=excluded.mtime_ns",
+            (
+                self.file,
+                self.session_id,
+                header.model_dump_json(),
+                self.entries,
+                cursor.dev,
+                cursor.ino,
+                cursor.offset,
+                cursor.head,
+                cursor.tail,
+                stamp.size,
+                stamp.mtime_ns,
+            ),
+        )
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
 def read_session_entries(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
-    """The session id and entries of one file (``None`` and nothing when it is no Pi session)."""
+    """The session id and entries of one whole file (``None`` and nothing when it is no Pi session)."""
     reader = SessionReader()
     entries: list[dict[str, Any]] = []
     with path.open("rb") as handle:
@@ -140,114 +351,193 @@ def read_session_entries(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
     return reader.header.id, entries
 
 
-def sync_memory_file(index: SearchIndex, path: Path) -> bool:
-    """Re-index one session file's raw memory if its ``stat`` changed; return whether it did."""
+def feed_memory(
+    index: SearchIndex,
+    path: Path,
+    header: SessionHeader,
+    entries: list[dict[str, Any]],
+    *,
+    start: int,
+    cursor: Cursor,
+    stamp: FileStamp,
+) -> bool:
+    """Store the raw memory of ``entries``, parsed from ``path`` between ``start`` and ``cursor``.
+
+    For a caller that parses session files anyway (the service): ``start == 0`` when the
+    entries are the whole file (what the index held for it is replaced), else the offset they
+    were read from, which must be where the index's own cursor for the file stands. Returns
+    ``False``, storing nothing, when it does not: the caller then feeds the file from 0.
+    """
     ensure_memory_tables(index)
-    conn = index.conn
-    stamp = file_stamp(path)
-    row = conn.execute("SELECT ino, size, mtime_ns FROM mem_files WHERE path = ?", (str(path),)).fetchone()
-    if stamp is not None and row is not None and FileStamp(*row) == stamp:
-        return False
-    if stamp is None:
-        with index.transaction():
-            _drop_file(index, str(path))
-        return row is not None
-    try:
-        session_id, entries = read_session_entries(path)
-    except OSError:
-        return False
-    memory = session_memory(entries)
     with index.transaction():
-        if session_id is None:
-            _drop_file(index, str(path))
-            return row is not None
-        conn.execute(
-            "INSERT INTO mem_files(path, session_id, ino, size, mtime_ns) VALUES (?,?,?,?,?) ON CONFLICT(path) DO UPDATE "
-            "SET session_id=excluded.session_id, ino=excluded.ino, size=excluded.size, mtime_ns=excluded.mtime_ns",
-            (str(path), session_id, *stamp),
-        )
-        conn.execute("DELETE FROM mem_entries WHERE file = ?", (str(path),))
-        conn.executemany(
-            "INSERT INTO mem_entries(file, session_id, seq, entry_id, parent_id, kept) VALUES (?,?,?,?,?,?)",
-            [
-                (str(path), session_id, link.seq, link.entry_id, link.parent_id, link.kept)
-                for link in memory.links
-            ],
-        )
-        _sync_sources(index, str(path), session_id, memory.sources)
+        if start != 0:
+            known = _known(index, path)
+            if known is None or known.cursor.offset != start:
+                return False
+        writer = _FileWriter(index, path, header.id, start)
+        writer.feed(entries)
+        writer.finish(header, cursor, stamp)
     return True
 
 
-def _sync_sources(index: SearchIndex, path: str, session_id: str, sources: list[Source]) -> None:
-    conn = index.conn
-    old: dict[tuple[str, int], tuple[int, str]] = {}
-    for rowid, entry_id, part, digest in conn.execute(
-        "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ?", (path,)
-    ):
-        old[(entry_id, part)] = (rowid, digest)
-    keep: set[int] = set()
-    for source in sources:
-        digest = _source_hash(source)
-        before = old.get((source.entry_id, source.part))
-        if before is not None and before[1] == digest:
-            keep.add(before[0])
-            continue
-        cur = conn.execute(
-            "INSERT INTO mem_sources(file, session_id, entry_id, seq, part, kind, timestamp, label, lines, sections, digest) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                path,
-                session_id,
-                source.entry_id,
-                source.seq,
-                source.part,
-                source.kind,
-                storable(source.timestamp)[0],
-                storable(source.label)[0],
-                json.dumps(source.lines),
-                json.dumps([[s.title, s.first, s.last] for s in source.sections]),
-                digest,
-            ),
-        )
-        rowid = cur.lastrowid
-        assert rowid is not None
-        keep.add(rowid)
-        for line, count, text in _chunks(source.lines):
-            chunk = conn.execute(
-                "INSERT INTO mem_lines(source, line, count, text) VALUES (?,?,?,?)",
-                (rowid, line, count, text),
-            ).lastrowid
-            conn.execute("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", (chunk, text.lower()))
-            conn.execute("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", (chunk, document(text)))
-    for rowid, _digest in old.values():
-        if rowid not in keep:
-            _drop_source(index, rowid)
+def sync_memory_file(index: SearchIndex, path: Path, report: MemorySync | None = None) -> bool:
+    """Bring one session file's raw memory up to date, reading only what changed; return whether anything did.
+
+    Unchanged ``stat``: nothing is read. Grown with the same beginning (the cursor's plan):
+    only the new bytes. Anything else: the file again from its start.
+    """
+    ensure_memory_tables(index)
+    report = report if report is not None else MemorySync()
+    known = _known(index, path)
+    try:
+        fd, st = open_session(path)
+    except (FileNotFoundError, NotRegularFile):
+        return _forget(index, path, known)  # gone, or a FIFO, folder or device: no session file
+    except OSError:
+        return False  # unreadable for now: keep what was read of it
+    try:
+        stamp = FileStamp.of(st)
+        if known is not None and known.stamp == stamp:
+            return False
+        decision = _plan(fd, st, known.cursor if known is not None else None)
+        report.bytes_read += _window_bytes(known.cursor.offset if known is not None else 0)
+        if decision == "nothing" and known is not None:
+            with index.transaction():
+                index.conn.execute(
+                    "UPDATE mem_files SET size = ?, mtime_ns = ? WHERE path = ?",
+                    (stamp.size, stamp.mtime_ns, str(path)),
+                )
+            return False
+        if decision == "append":
+            return _read(index, path, fd, st, known, report)
+        return _read(index, path, fd, st, None, report) or known is not None
+    finally:
+        os.close(fd)
 
 
-def _drop_source(index: SearchIndex, rowid: int) -> None:
-    conn = index.conn
-    for chunk, text in conn.execute(
-        "SELECT rowid, text FROM mem_lines WHERE source = ?", (rowid,)
-    ).fetchall():
-        conn.execute(
-            "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (chunk, text.lower())
+def _read(
+    index: SearchIndex,
+    path: Path,
+    fd: int,
+    st: os.stat_result,
+    known: _Known | None,
+    report: MemorySync,
+) -> bool:
+    """Parse the file from the cursor of ``known`` (from its start without one) and store it."""
+    start = known.cursor.offset if known is not None else 0
+    reader = SessionReader.resume(known.header, start, known.entries) if known else SessionReader()
+    report.files_read += 1
+    writer: _FileWriter | None = None
+    with index.transaction():
+        offset = start
+        while offset < st.st_size:
+            data = read_range(fd, offset, min(READ_BYTES, st.st_size - offset))
+            if not data:
+                break
+            offset += len(data)
+            report.bytes_read += len(data)
+            entries = reader.feed(data)
+            if reader.not_session:
+                break
+            if reader.header is None:
+                continue
+            if writer is None:
+                writer = _FileWriter(index, path, reader.header.id, start)
+            writer.feed(entries)
+        if reader.header is None or reader.not_session:
+            _drop_file(index.conn, str(path))
+            return known is not None
+        if writer is None:
+            writer = _FileWriter(index, path, reader.header.id, start)
+        writer.finish(reader.header, _cursor(fd, st, reader.consumed), FileStamp.of(st))
+        report.bytes_read += _window_bytes(reader.consumed)
+    return True
+
+
+def _plan(fd: int, st: os.stat_result, cursor: Cursor | None) -> Plan:
+    """The cursor's plan for an open file (``pi/cursor.py``); a file of the same size whose mtime
+    changed is read again.
+
+    Raw memory's cursors carry no whole-file fingerprint: a CLI process cannot go on with the
+    running one the service keeps, and making one would read the whole file on every append.
+    So where the service compares the whole fingerprint (``verify``: a rewrite that kept the
+    length?), raw memory reads the file again, which costs the same read and is always right.
+    """
+    head, tail = Cursor.windows(cursor.offset if cursor is not None else 0)
+    check = plan(
+        cursor, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, read_range(fd, *head), read_range(fd, *tail)
+    )
+    return "reread" if check == "verify" else check
+
+
+def _cursor(fd: int, st: os.stat_result, offset: int) -> Cursor:
+    """The cursor of an open file read up to ``offset`` (without a whole fingerprint, see ``_plan``)."""
+    head, tail = Cursor.windows(offset)
+    return Cursor(
+        st.st_dev,
+        st.st_ino,
+        offset,
+        fingerprint(read_range(fd, *head)),
+        fingerprint(read_range(fd, *tail)),
+        st.st_mtime_ns,
+    )
+
+
+def _window_bytes(offset: int) -> int:
+    """Bytes a cursor at ``offset`` reads to fingerprint the file (see ``Cursor.windows``)."""
+    return sum(length for _start, length in Cursor.windows(offset))
+
+
+def _forget(index: SearchIndex, path: Path, known: _Known | None) -> bool:
+    if known is None:
+        return False
+    with index.transaction():
+        _drop_file(index.conn, str(path))
+    return True
+
+
+def source_text(conn: sqlite3.Connection, rowid: int) -> str:
+    """The whole text of one stored source."""
+    data, packed = conn.execute("SELECT data, packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
+    return unpack(data, bool(packed))
+
+
+def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
+    """Remove one source, taking out of the contentless FTS tables exactly what was put in."""
+    row = conn.execute("SELECT data, packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
+    if row is not None:
+        text = unpack(row[0], bool(row[1]))
+        document = literal_document(text)
+        if document is not None:
+            conn.execute(
+                "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (rowid, document)
+            )
+        chunks = [
+            chunk
+            for (chunk,) in conn.execute(
+                "SELECT rowid FROM mem_chunks WHERE source = ? ORDER BY line", (rowid,)
+            )
+        ]
+        bodies = [body for _line, _count, body in term_chunks(text.split("\n"))]
+        conn.executemany(
+            "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)",
+            zip(chunks, bodies, strict=True),
         )
-        conn.execute(
-            "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)", (chunk, document(text))
-        )
-    conn.execute("DELETE FROM mem_lines WHERE source = ?", (rowid,))
+    conn.execute("DELETE FROM mem_chunks WHERE source = ?", (rowid,))
+    conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (rowid,))
     conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
 
 
-def _drop_file(index: SearchIndex, path: str) -> None:
-    for (rowid,) in index.conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (path,)).fetchall():
-        _drop_source(index, rowid)
-    index.conn.execute("DELETE FROM mem_entries WHERE file = ?", (path,))
-    index.conn.execute("DELETE FROM mem_files WHERE path = ?", (path,))
+def _drop_file(conn: sqlite3.Connection, path: str) -> None:
+    for (rowid,) in conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (path,)).fetchall():
+        drop_source(conn, rowid)
+    conn.execute("DELETE FROM mem_entries WHERE file = ?", (path,))
+    conn.execute("DELETE FROM mem_calls WHERE file = ?", (path,))
+    conn.execute("DELETE FROM mem_files WHERE path = ?", (path,))
 
 
-def refresh_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
-    """Sync every session file under ``roots`` (and forget files that are gone); return files re-read."""
+def refresh_memory(index: SearchIndex, roots: Iterable[Path], report: MemorySync | None = None) -> int:
+    """Sync every session file under ``roots`` (and forget files that are gone); return files changed."""
     ensure_memory_tables(index)
     seen: set[str] = set()
     changed = 0
@@ -256,12 +546,12 @@ def refresh_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
             continue
         for path in iter_session_files(root):
             seen.add(str(path))
-            changed += sync_memory_file(index, path)
+            changed += sync_memory_file(index, path, report)
     gone = [p for (p,) in index.conn.execute("SELECT path FROM mem_files") if p not in seen]
     if gone:
         with index.transaction():
             for path in gone:
-                _drop_file(index, path)
+                _drop_file(index.conn, path)
     return changed
 
 
@@ -271,7 +561,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
     with index.transaction():
         for table in ("mem_literal", "mem_terms"):
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
-        for table in ("mem_lines", "mem_sources", "mem_entries", "mem_files"):
+        for table in ("mem_chunks", "mem_texts", "mem_sources", "mem_calls", "mem_entries", "mem_files"):
             index.conn.execute(f"DELETE FROM {table}")
     refresh_memory(index, roots)
     return int(index.conn.execute("SELECT count(*) FROM mem_files").fetchone()[0])

@@ -4,14 +4,14 @@ Scope is pi-echo's: the entries on the path from a leaf to the root of one sessi
 default its current leaf, the last entry in file order). Sources anchored elsewhere — an
 abandoned branch — are never candidates, whatever the query. A caller that knows which session
 is asking (the Pi extension) pins that session's branch with a ``MemoryScope``; the arguments
-can then only narrow it. The tables are ``index.py``'s; a literal hit found through the chunk
-index is confirmed on the exact lines here.
+can then only narrow it. The tables are ``index.py``'s; the indexes only narrow the candidates
+of a literal search, and every hit is confirmed on the source's exact text here.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from pbot_watch.memory.branch import HISTORICAL, RETAINED, UNKNOWN, context_labe
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables
+from pbot_watch.memory.texts import indexed_lines, literal_match, unpack
 from pbot_watch.search.errors import BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import (
@@ -83,8 +84,15 @@ class _Row:
     kind: str
     timestamp: str
     label: str
-    lines: list[str]
     sections: list[tuple[str, int, int]]
+    line_count: int
+    text: str | None = None
+    """The whole text, once ``_with_texts`` loaded it (only rows that are shown or confirmed)."""
+
+    @property
+    def lines(self) -> list[str]:
+        assert self.text is not None, "load the text first (_with_texts)"
+        return self.text.split("\n")
 
     @property
     def handle(self) -> str:
@@ -97,11 +105,13 @@ class _Row:
         return None
 
 
-_ROW_COLUMNS = "s.rowid, s.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.lines, s.sections"
+_ROW_COLUMNS = (
+    "s.rowid, s.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, s.line_count"
+)
 
 
 def _row(values: Any) -> _Row:
-    rowid, session_id, entry_id, part, kind, timestamp, label, lines, sections = values
+    rowid, session_id, entry_id, part, kind, timestamp, label, sections, line_count = values
     return _Row(
         rowid,
         session_id,
@@ -110,9 +120,40 @@ def _row(values: Any) -> _Row:
         kind,
         timestamp,
         label,
-        json.loads(lines),
         [tuple(s) for s in json.loads(sections)],
+        line_count,
     )
+
+
+TEXT_BATCH = 200
+"""Source texts read at once: confirming many candidates holds only this many in memory."""
+
+
+def _with_texts(index: SearchIndex, rows: Iterable[_Row]) -> Iterator[_Row]:
+    """``rows`` with their texts loaded, a batch at a time (a caller that drops them keeps memory flat)."""
+    batch: list[_Row] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == TEXT_BATCH:
+            yield from _load_texts(index, batch)
+            batch = []
+    yield from _load_texts(index, batch)
+
+
+def _load_texts(index: SearchIndex, rows: list[_Row]) -> list[_Row]:
+    missing = [row.rowid for row in rows if row.text is None]
+    if missing:
+        texts = {
+            rowid: unpack(data, bool(packed))
+            for rowid, data, packed in index.conn.execute(
+                f"SELECT rowid, data, packed FROM mem_texts WHERE rowid IN ({','.join('?' * len(missing))})",
+                missing,
+            )
+        }
+        for row in rows:
+            if row.text is None:
+                row.text = texts[row.rowid]
+    return rows
 
 
 @dataclass
@@ -240,7 +281,7 @@ def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
 def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     section = row.section_of(line)
     lo = max(section.first_line if section else 1, line - SNIPPET_CONTEXT)
-    hi = min(section.last_line if section else len(row.lines), line + SNIPPET_CONTEXT)
+    hi = min(section.last_line if section else row.line_count, line + SNIPPET_CONTEXT)
     shown = [
         text if len(text) <= SNIPPET_LINE_CHARS else text[:SNIPPET_LINE_CHARS] + "…"
         for text in row.lines[lo - 1 : hi]
@@ -261,7 +302,7 @@ def _hit(row: _Row, line: int | None, score: float | None, context: MemoryContex
         entry_id=row.entry_id,
         timestamp=row.timestamp,
         label=row.label,
-        total_lines=len(row.lines),
+        total_lines=row.line_count,
         line=line,
         snippet=snippet,
         snippet_lines=lines,
@@ -330,6 +371,7 @@ def search_memory(
         hits.sort(key=lambda hit: _CONTEXT_ORDER[scope.labels[hit[0].rowid]])
     total = len(hits)
     page = hits[offset : offset + limit]
+    _load_texts(index, [row for row, _line, _score in page])
     next_offset = offset + limit if offset + limit < total else None
     cursor = make_cursor(key, next_offset, snapshot) if next_offset is not None else None
     return MemorySearchResult(
@@ -342,17 +384,8 @@ def search_memory(
     )
 
 
-def _candidates(
-    index: SearchIndex, sql: str, params: tuple[Any, ...]
-) -> dict[int, list[tuple[int, int, str]]]:
-    """Chunks (line, count, text) per source row id, for chunks in scope."""
-    out: dict[int, list[tuple[int, int, str]]] = {}
-    for source, line, count, text in index.conn.execute(sql, params):
-        out.setdefault(source, []).append((line, count, text))
-    return out
-
-
 def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
+    """Rows of these sources, without their texts."""
     ids = list(rowids)
     out: dict[int, _Row] = {}
     for start in range(0, len(ids), 500):
@@ -366,39 +399,70 @@ def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
     return out
 
 
-_IN_SCOPE = "l.source IN (SELECT rowid FROM temp.mem_scope)"
+_IN_SCOPE = "IN (SELECT rowid FROM temp.mem_scope)"
+
+
+def _literal_candidates(index: SearchIndex, needle: str) -> list[int]:
+    """Sources in scope that may hold ``needle``: a superset, narrowed by an index when one can."""
+    conn = index.conn
+    if "\n" in needle:
+        return []  # a line never holds a newline
+    if len(needle) >= MIN_TRIGRAM_CHARS:
+        found = conn.execute(
+            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? AND rowid {_IN_SCOPE}",
+            (literal_match(needle),),
+        )
+    elif all(is_cjk(ch) for ch in needle):
+        # A CJK character or pair is itself a token of the terms index.
+        found = conn.execute(
+            "SELECT DISTINCT c.source FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
+            f"WHERE mem_terms MATCH ? AND c.source {_IN_SCOPE}",
+            (fts_quote(needle),),
+        )
+    else:
+        return [rowid for (rowid,) in conn.execute("SELECT rowid FROM temp.mem_scope")]
+    # A capped source is not (or not wholly) in the indexes: it is always read (texts.py).
+    unindexed = conn.execute(f"SELECT rowid FROM mem_sources WHERE capped AND rowid {_IN_SCOPE}")
+    return sorted({rowid for (rowid,) in found} | {rowid for (rowid,) in unindexed})
+
+
+def _lines_with(text: str, needle: str, *, every: bool) -> list[int]:
+    """1-based numbers of the lines of ``text`` whose lower-cased form holds ``needle`` (just the
+    first unless ``every``). Lower-casing the whole text lower-cases each line (a newline stops
+    the one rule that looks at neighbours, final sigma), and ``needle`` has no newline.
+    """
+    low = text.lower()
+    found: list[int] = []
+    at = low.find(needle)
+    line, counted = 1, 0
+    while at >= 0:
+        line += low.count("\n", counted, at)
+        counted = at
+        if not found or found[-1] != line:
+            found.append(line)
+            if not every:
+                break
+        end = low.find("\n", at)
+        if end < 0:
+            break
+        at = low.find(needle, end)
+    return found
 
 
 def _literal_hits(
     index: SearchIndex, needle: str, *, per_line: bool
 ) -> list[tuple[_Row, int | None, float | None]]:
-    base = f"SELECT l.source, l.line, l.count, l.text FROM mem_lines l WHERE {_IN_SCOPE}"
-    if len(needle) >= MIN_TRIGRAM_CHARS and "\n" not in needle:
-        chunks = _candidates(
-            index,
-            base + " AND l.rowid IN (SELECT rowid FROM mem_literal WHERE mem_literal MATCH ?)",
-            (fts_quote(needle),),
-        )
-    elif needle and all(is_cjk(ch) for ch in needle):
-        chunks = _candidates(
-            index,
-            base + " AND l.rowid IN (SELECT rowid FROM mem_terms WHERE mem_terms MATCH ?)",
-            (fts_quote(needle),),
-        )
-    else:
-        chunks = _candidates(index, base, ())
-    rows = _load(index, chunks)
+    rows = _load(index, _literal_candidates(index, needle))
     hits: list[tuple[_Row, int | None, float | None]] = []
-    for rowid, row in rows.items():
-        # Confirm on the exact lines (the chunk index stores U+FFFD for lone surrogates).
-        lines = [i + 1 for i, text in enumerate(row.lines) if needle in text.lower()]
-        if not lines:
-            continue
+    for row in _with_texts(index, rows.values()):
+        # Confirm on the exact text (the index stores U+FFFD for lone surrogates, and is a filter).
+        assert row.text is not None
+        lines = _lines_with(row.text, needle, every=per_line)
+        row.text = None  # read again for the rows shown
         if per_line:
             hits.extend((row, line, None) for line in lines)
-        else:
+        elif lines:
             hits.append((row, lines[0], None))
-        del rowid
     hits.sort(key=lambda h: (_desc(h[0].timestamp), -h[0].rowid, h[1] or 0))
     return hits
 
@@ -413,26 +477,28 @@ def _terms_hits(
     terms = query_terms(query)
     if not terms:
         return []
-    scored: dict[int, tuple[float, int, int, str]] = {}
-    for source, line, count, text, rank in index.conn.execute(
-        "SELECT l.source, l.line, l.count, l.text, bm25(mem_terms) FROM mem_terms JOIN mem_lines l ON l.rowid = mem_terms.rowid "
-        f"WHERE mem_terms MATCH ? AND {_IN_SCOPE}",
+    scored: dict[int, tuple[float, int]] = {}
+    for source, line, rank in index.conn.execute(
+        "SELECT c.source, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
+        f"WHERE mem_terms MATCH ? AND c.source {_IN_SCOPE}",
         (fts_any(terms),),
     ):
         score = -rank
         best = scored.get(source)
         if best is None or score > best[0]:
-            scored[source] = (score, line, count, text)
+            scored[source] = (score, line)
     rows = _load(index, scored)
     hits: list[tuple[_Row, int | None, float | None]] = []
     wanted = set(terms)
-    for rowid, (score, first, _count, _text) in scored.items():
-        row = rows[rowid]
+    for row in _with_texts(index, rows.values()):
+        score, first = scored[row.rowid]
         line_scores = []
-        for number, text in enumerate(row.lines, 1):
+        # The lines the terms index saw (all but the tail of a capped source).
+        for number, text in enumerate(indexed_lines(row.lines), 1):
             found = sum(1 for t in set(tokens(text)) if t in wanted)
             if found:
                 line_scores.append((found, number))
+        row.text = None
         if per_line:
             hits.extend(
                 (row, number, round(score, 6))
@@ -474,8 +540,8 @@ def recall(
     ensure_memory_tables(index)
     within = _scope(index, None, None, _max_rowid(index), pinned).labels if pinned else None
     rowid = _find_handle(index, handle, within)
-    row = _load(index, [rowid])[rowid]
-    total = len(row.lines)
+    row = _load_texts(index, [_load(index, [rowid])[rowid]])[0]
+    total = row.line_count
     if from_line < 1 or from_line > max(total, 1):
         raise BadRange(f"line {from_line} is outside this source (lines 1-{total})")
     taken: list[str] = []

@@ -102,6 +102,23 @@ class SessionReader:
         self._v2 = False
         self._previous_id: str | None = None
 
+    @classmethod
+    def resume(cls, header: SessionHeader, offset: int, entries: int) -> SessionReader:
+        """A reader that goes on where another stopped: at ``offset`` (just past a complete line),
+        after ``entries`` entries of the session with this ``header``.
+
+        That is all the state a reader carries from line to line (v1 files number their entries
+        and chain each to the previous one), so the entries after ``offset`` come out exactly as
+        from a reader that read the file from its start.
+        """
+        reader = cls()
+        reader.lines = LineSplitter(offset)
+        reader._start(header)
+        reader._ordinal = entries
+        if reader._v1 and entries:
+            reader._previous_id = v1_entry_id(header.id, entries - 1)
+        return reader
+
     @property
     def consumed(self) -> int:
         """Offset just past the last complete line read."""
@@ -153,14 +170,17 @@ class SessionReader:
     def _first(self, value: Any) -> None:
         # Pi's rule: the first parsed entry must be {type: "session", id: string}.
         try:
-            self.header = SessionHeader.model_validate(value)
+            header = SessionHeader.model_validate(value)
         except ValidationError:
             self.not_session = True
             return
-        version = self.header.effective_version
+        self._start(header)
+
+    def _start(self, header: SessionHeader) -> None:
+        self.header = header
+        version = header.effective_version
         self._v1 = version < 2
         self._v2 = version < CURRENT_SESSION_VERSION
-        return
 
     def _migrate(self, entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
         if self._v1:

@@ -1,12 +1,33 @@
-"""Raw memory's tables: created on first use, rebuilt from the session files when of another version."""
+"""Raw memory's tables: created on first use, rebuilt when of another version, kept up to date by reading only what was appended."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
 
-from pbot_watch.memory.index import MEMORY_SCHEMA_VERSION, count_sources, refresh_memory
-from pbot_watch.memory.query import search_memory
-from pbot_watch.search.index import SearchIndex
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.cli import main
+from pbot_watch.memory.index import (
+    MEMORY_SCHEMA_VERSION,
+    MemorySync,
+    count_sources,
+    feed_memory,
+    refresh_memory,
+    source_text,
+    sync_memory_file,
+)
+from pbot_watch.memory.query import recall, search_memory
+from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
+from pbot_watch.pi.entries import SessionReader
+from pbot_watch.search.index import INDEXED_CHARS, SearchIndex
+from pbot_watch.sources import WholeDigest, cursor_at
 from tests.support.pi_sessions import PiSession
 
 
@@ -38,3 +59,272 @@ class TestMemoryTables:
             refresh_memory(index, [tmp_path / "sessions"])
             assert before == [h.handle for h in search_memory(index).hits]
             assert len(before) == count_sources(index)
+
+
+def memory_state(index: SearchIndex) -> dict[str, Any]:
+    """Everything raw memory holds, without row ids or file paths (which differ between builds)."""
+    conn = index.conn
+    sources = sorted(
+        (
+            entry_id,
+            part,
+            kind,
+            timestamp,
+            label,
+            sections,
+            lines,
+            capped,
+            unanswered,
+            source_text(conn, rowid),
+        )
+        for rowid, entry_id, part, kind, timestamp, label, sections, lines, capped, unanswered in conn.execute(
+            "SELECT rowid, entry_id, part, kind, timestamp, label, sections, line_count, capped, unanswered "
+            "FROM mem_sources"
+        )
+    )
+    entries = sorted(conn.execute("SELECT seq, entry_id, parent_id, kept FROM mem_entries"))
+    vocabulary = {}
+    for table in ("mem_literal", "mem_terms"):
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.v_{table} USING fts5vocab(main, {table}, row)")
+        vocabulary[table] = sorted(conn.execute(f"SELECT term, doc, cnt FROM temp.v_{table}"))
+    return {"sources": sources, "entries": entries, "vocabulary": vocabulary}
+
+
+def busy_session(path: Path, turns: int, output_lines: int = 3) -> PiSession:
+    """A session of tool work: each turn a question, a call, its result and an answer."""
+    w = PiSession("sess-busy", file=path)
+    for i in range(turns):
+        w.user(f"question {i}: run step {i}", id=f"u{i}")
+        w.assistant(None, calls=[(f"c{i}", "bash", {"command": f"make step{i}"})], id=f"a{i}")
+        output = "".join(f"step {i} output line {n}\n" for n in range(output_lines))
+        w.tool_result(output, call_id=f"c{i}", name="bash", id=f"t{i}")
+        w.assistant(f"step {i} done", id=f"r{i}")
+    return w
+
+
+@pytest.fixture(scope="module")
+def big_session(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a 20 MB session of tool work, written once for the tests that copy it."""
+    path = tmp_path_factory.mktemp("big") / "s.jsonl"
+    busy_session(path, turns=2000, output_lines=350)
+    data = path.read_bytes()
+    assert len(data) > 20_000_000
+    return data
+
+
+def copy_of(data: bytes, path: Path) -> PiSession:
+    """A session appending to a copy of a ``busy_session`` file of 2000 turns."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = PiSession("sess-busy", leaf="r1999", clock=8000)
+    path.write_bytes(data)
+    w.file = path
+    return w
+
+
+class TestIncremental:
+    def test_an_append_costs_only_the_new_bytes(self, tmp_path: Path, big_session: bytes) -> None:
+        """After a 20 MB session is indexed, syncing an appended turn reads that turn and the cursor's windows."""
+        path = tmp_path / "sessions" / "ws" / "s.jsonl"
+        w = copy_of(big_session, path)
+        with SearchIndex(tmp_path / "search.db") as index:
+            first = MemorySync()
+            refresh_memory(index, [tmp_path / "sessions"], first)
+            size = path.stat().st_size
+            w.user("the appended needle question", id="late")
+            appended = path.stat().st_size - size
+            again = MemorySync()
+            refresh_memory(index, [tmp_path / "sessions"], again)
+            # The whole file once, then the fingerprint windows of the old and the new cursor.
+            assert size + HEAD_BYTES + TAIL_BYTES == first.bytes_read
+            assert appended + 2 * (HEAD_BYTES + TAIL_BYTES) == again.bytes_read
+            assert 1 == search_memory(index, "appended needle").total
+
+    def test_an_append_through_the_cli_costs_about_what_a_search_with_nothing_new_costs(
+        self, tmp_path: Path, big_session: bytes
+    ) -> None:
+        """``memory search`` after an append to a 20 MB session reads under 1 MB more than with nothing appended.
+
+        Measured on everything the process reads (``/proc/self/io``): the session files, and
+        the database pages every search reads anyway; reading the session again would add 20 MB.
+        """
+        path = tmp_path / "sessions" / "ws" / "s.jsonl"
+        w = copy_of(big_session, path)
+        env = {
+            "PBOT_WATCH_STATE_DIR": str(tmp_path / "state"),
+            "PBOT_WATCH_SESSIONS": str(tmp_path / "sessions"),
+        }
+        runner = CliRunner()
+        args = ["memory", "search", "needle", "--json"]
+
+        def search() -> tuple[int, int]:
+            before = bytes_read_so_far()
+            result = runner.invoke(main, args, env=env)
+            assert 0 == result.exit_code, result.output
+            return bytes_read_so_far() - before, json.loads(result.output)["total"]
+
+        search()  # imports, and the first read of the whole file
+        nothing_new, found = search()
+        assert 0 == found
+        w.user("the appended needle question", id="late")
+        after_append, found = search()
+        assert 1 == found
+        assert after_append - nothing_new < 1_000_000, (after_append, nothing_new)
+
+    def test_a_result_appended_later_comes_with_its_call(self, tmp_path: Path) -> None:
+        """A call read alone is "no result"; when its result is appended, the result brings the call."""
+        path = tmp_path / "sessions" / "s.jsonl"
+        w = PiSession("sess-1", file=path)
+        w.user("run the tests", id="u1")
+        w.assistant(None, calls=[("c1", "bash", {"command": "npm test"})], id="a1")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert ["toolCall bash(npm test) → no result"] == [
+                h.label for h in search_memory(index, "npm test").hits
+            ]
+            w.tool_result("3 failed: budget over limit\n", call_id="c1", name="bash", error=True, id="t1")
+            refresh_memory(index, [tmp_path / "sessions"])
+            hits = search_memory(index, "npm test").hits
+            assert ["toolResult bash(npm test) ✗ 3 failed: budget over limit [1 line]"] == [
+                h.label for h in hits
+            ]
+            assert recall(index, hits[0].handle).text.startswith("bash: npm test\n3 failed")
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["user", "call", "result", "bash", "compaction", "answer"]), st.integers(0, 3)
+            ),
+            min_size=1,
+            max_size=14,
+        ),
+        st.lists(st.integers(min_value=1, max_value=400), max_size=8),
+    )
+    def test_a_file_read_in_pieces_gives_what_reading_it_whole_gives(
+        self, tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]], cuts: list[int]
+    ) -> None:
+        """Appended in any pieces, even mid-line, and synced after each: the index holds what one read of the whole file gives."""
+        base = tmp_path_factory.mktemp("pieces")
+        whole = base / "whole" / "s.jsonl"
+        w = PiSession("sess-p", file=whole)
+        for n, (kind, k) in enumerate(steps):
+            if kind == "user":
+                w.user(f"question {k} about σίσυφος 北京", id=f"e{n}")
+            elif kind == "call":
+                w.assistant(f"calling {k}", calls=[(f"c{k}", "bash", {"command": f"run {k}"})], id=f"e{n}")
+            elif kind == "result":
+                w.tool_result(f"output of {k}\nsecond line\n", call_id=f"c{k}", error=k == 2, id=f"e{n}")
+            elif kind == "bash":
+                w.bash(f"ls {k}", "a\nb\n", code=k, id=f"e{n}")
+            elif kind == "compaction":
+                w.compaction(f"e{max(0, n - k)}", id=f"e{n}")
+            else:
+                w.assistant(f"answer {k}", thinking="hmm", id=f"e{n}")
+        data = whole.read_bytes()
+        pieces = base / "pieces" / "s.jsonl"
+        pieces.parent.mkdir()
+        offsets = sorted({min(c * 7, len(data)) for c in cuts} | {len(data)})
+        with SearchIndex(base / "pieces.db") as index:
+            done = 0
+            for end in offsets:
+                with pieces.open("ab") as handle:
+                    handle.write(data[done:end])
+                done = end
+                refresh_memory(index, [pieces.parent])
+            incremental = memory_state(index)
+        with SearchIndex(base / "whole.db") as index:
+            refresh_memory(index, [whole.parent])
+            assert memory_state(index) == incremental
+
+    def test_the_service_feeds_entries_it_parsed(self, tmp_path: Path) -> None:
+        """feed_memory with entries parsed elsewhere gives what syncing the file gives; a gap is refused."""
+        path = tmp_path / "sessions" / "s.jsonl"
+        w = busy_session(path, turns=3)
+        reader = SessionReader()
+        first = path.read_bytes()
+        entries = reader.feed(first)
+        assert reader.header is not None
+        stamp = FileStamp.of(path.stat())
+        with path.open("rb") as handle:
+            cursor = cursor_at(handle.fileno(), os.fstat(handle.fileno()), reader.consumed, WholeDigest())
+        with SearchIndex(tmp_path / "fed.db") as index:
+            assert feed_memory(index, path, reader.header, entries, start=0, cursor=cursor, stamp=stamp)
+            w.user("one more question", id="late")
+            more = reader.feed(path.read_bytes()[len(first) :])
+            with path.open("rb") as handle:
+                later = cursor_at(handle.fileno(), os.fstat(handle.fileno()), reader.consumed, WholeDigest())
+            stamp = FileStamp.of(path.stat())
+            assert not feed_memory(index, path, reader.header, more, start=1, cursor=later, stamp=stamp)
+            assert feed_memory(index, path, reader.header, more, start=len(first), cursor=later, stamp=stamp)
+            fed = memory_state(index)
+            assert not sync_memory_file(index, path)  # the cursor is current: nothing to read
+        with SearchIndex(tmp_path / "synced.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert memory_state(index) == fed
+
+    def test_a_rewritten_file_is_read_again_and_unchanged_sources_keep_their_rows(
+        self, tmp_path: Path
+    ) -> None:
+        """A file replaced by a longer one with the same beginning rewritten is read from 0; handles stay."""
+        path = tmp_path / "sessions" / "s.jsonl"
+        busy_session(path, turns=3)
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            rows = dict(index.conn.execute("SELECT entry_id || ':' || part, rowid FROM mem_sources"))
+            text = path.read_text(encoding="utf-8").replace(
+                "question 2: run step 2", "QUESTION 2: run step 2"
+            )
+            path.write_text(text + "\n", encoding="utf-8")
+            sync = MemorySync()
+            refresh_memory(index, [tmp_path / "sessions"], sync)
+            assert sync.bytes_read >= len(text)
+            after = dict(index.conn.execute("SELECT entry_id || ':' || part, rowid FROM mem_sources"))
+            assert {k: v for k, v in rows.items() if k != "u2:0"} == {
+                k: v for k, v in after.items() if k != "u2:0"
+            }
+            (hit,) = search_memory(index, "QUESTION 2:").hits
+            assert recall(index, hit.handle).text.startswith("QUESTION 2: run step 2")
+
+    def test_a_same_size_rewrite_is_read_again(self, tmp_path: Path) -> None:
+        """An edit in place that keeps the file's length, seen by its new mtime, is read again."""
+        path = tmp_path / "sessions" / "s.jsonl"
+        busy_session(path, turns=3)
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            data = path.read_bytes()
+            mtime = path.stat().st_mtime_ns
+            path.write_bytes(data.replace(b"question 1:", b"QUESTION 1:"))
+            os.utime(path, ns=(mtime + 1_000_000_000, mtime + 1_000_000_000))
+            refresh_memory(index, [tmp_path / "sessions"])
+            (hit,) = search_memory(index, "QUESTION 1:").hits
+            assert recall(index, hit.handle).text.startswith("QUESTION 1:")
+
+
+def bytes_read_so_far() -> int:
+    """Bytes this process has read through read(2) and friends (Linux ``/proc/self/io``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+class TestHugeMessage:
+    def test_a_huge_line_is_stored_whole_and_found_by_literal_search_anywhere(self, tmp_path: Path) -> None:
+        """A pasted log longer than INDEXED_CHARS: literal search finds its end, recall returns it whole."""
+        line = "".join(f"log record {n} " for n in range(INDEXED_CHARS // 10)) + "the tail marker"
+        w = PiSession("sess-huge", file=tmp_path / "sessions" / "s.jsonl")
+        w.user(line, id="u1")
+        w.user("a short one with the tail marker too", id="u2")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert [1] == [
+                capped
+                for (capped,) in index.conn.execute("SELECT capped FROM mem_sources WHERE entry_id = 'u1'")
+            ]
+            assert 2 == search_memory(index, "TAIL MARKER").total
+            assert ["u1"] == [h.entry_id for h in search_memory(index, "log record 1 ").hits]
+            hit = next(h for h in search_memory(index, "tail marker").hits if h.entry_id == "u1")
+            assert line == recall(index, hit.handle, max_chars=10).text
+            # Terms search sees the first INDEXED_CHARS characters only.
+            assert 1 == search_memory(index, "record", match="terms").total
+            assert 1 == search_memory(index, "marker", match="terms").total
