@@ -201,7 +201,13 @@ class OpenAIServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-server", daemon=True)
+        # serve_forever notices shutdown() once per poll: at the default 0.5 s, every test paid it.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="openai-server",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
