@@ -40,13 +40,21 @@ def pi_group() -> None:
     """The Pi package: native history and memory tools, /history, memory cues, a footer status."""
 
 
-def _find_pi(pi_path: str | None) -> str:
+def _find_pi(pi_path: str | None, *, dry_run: bool = False) -> str:
+    """The pi executable; with --print a missing one still shows the plan, under a warning.
+
+    --print is how a person checks what install would do before Pi is even set up, so it
+    names the command it would run (``pi``, or the --pi given) instead of stopping.
+    """
     from pbot_watch.pi_bridge.install import PiNotFound, find_pi  # noqa: PLC0415
 
     try:
         return find_pi(pi_path)
     except PiNotFound as error:
-        raise CommandError(str(error)) from error
+        if not dry_run:
+            raise CommandError(str(error)) from error
+        click.echo(f"warning: {error}", err=True)
+        return pi_path or "pi"
 
 
 @pi_group.command("install")
@@ -71,7 +79,7 @@ def pi_install(
         serve_args += ["--sessions", str(root.expanduser().absolute())]
     if archive is not None:
         serve_args += ["--archive", str(archive.expanduser().absolute())]
-    plan = pkg.plan_install(_find_pi(pi_path), local=local, serve_args=serve_args)
+    plan = pkg.plan_install(_find_pi(pi_path, dry_run=dry_run), local=local, serve_args=serve_args)
     if dry_run:
         for name, changed in pkg.changes(plan).items():
             click.echo(f"would write {plan.folder / name}" + ("" if changed else " (unchanged)"))
@@ -102,7 +110,7 @@ def pi_uninstall(pi_path: str | None, *, local: bool, dry_run: bool) -> None:
     """Remove the Pi package from Pi's settings (`pi remove`), and its folder (not with --local)."""
     from pbot_watch.pi_bridge import install as pkg  # noqa: PLC0415
 
-    plan = pkg.plan_uninstall(_find_pi(pi_path), local=local)
+    plan = pkg.plan_uninstall(_find_pi(pi_path, dry_run=dry_run), local=local)
     if dry_run:
         click.echo(f"would run: {_shell(plan.argv)}")
         if not local:

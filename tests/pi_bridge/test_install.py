@@ -166,6 +166,21 @@ class TestMissingPi:
         assert "Traceback" not in done.stderr
         assert not no_pi.folder.exists()
 
+    def test_print_without_pi_still_shows_the_plan(self, no_pi: World) -> None:
+        """install --print without pi on PATH warns, shows the plan with `pi install`, and writes nothing."""
+        done = no_pi.invoke("install", "--print")
+        assert 0 == done.returncode
+        assert "warning: pi (the Pi coding agent) is not on PATH" in done.stderr
+        assert f"would run: pi install {no_pi.folder}" in done.stdout
+        assert not no_pi.folder.exists()
+
+    def test_uninstall_print_without_pi_still_shows_the_plan(self, no_pi: World) -> None:
+        """uninstall --print without pi on PATH warns and shows `pi remove`."""
+        done = no_pi.invoke("uninstall", "--print")
+        assert 0 == done.returncode
+        assert "not on PATH" in done.stderr
+        assert f"would run: pi remove {no_pi.folder}" in done.stdout
+
     def test_bad_pi_option(self, no_pi: World, tmp_path: Path) -> None:
         """--pi naming nothing executable is an error naming it."""
         done = no_pi.invoke("install", "--pi", str(tmp_path / "nothing"))
