@@ -155,7 +155,7 @@ class Server:
     def serve(self, inp: BinaryIO) -> None:
         worker = threading.Thread(target=self._worker, name="pi-serve-worker", daemon=True)
         worker.start()
-        log.info("pi child started", version=__version__, pid=os.getpid())
+        log.info("pi_child_started", version=__version__, pid=os.getpid())
         try:
             for raw in iter(inp.readline, b""):
                 if raw.strip():
@@ -163,7 +163,7 @@ class Server:
         finally:
             self._work.put(None)
             worker.join()
-            log.info("pi child stopped")
+            log.info("pi_child_stopped")
 
     def dispatch(self, raw: bytes) -> None:
         try:
@@ -206,11 +206,11 @@ class Server:
             self._error(request_id, "arguments", str(error))
             return
         except Exception as error:  # a bug or an I/O failure: the caller hears "unavailable", the log has it
-            log.exception("pi request failed", method=method.run.__name__)
+            log.exception("pi_request_failed", method=method.run.__name__)
             self._error(request_id, "unavailable", f"pbot-watch failed: {type(error).__name__}: {error}")
             return
         self._write(reply_line(request_id, result=result))
-        log.debug("pi request", method=method.run.__name__, ms=round((time.monotonic() - started) * 1000, 1))
+        log.debug("pi_request", method=method.run.__name__, ms=round((time.monotonic() - started) * 1000, 1))
 
     def _error(self, request_id: RequestId, kind: str, message: str) -> None:
         self._write(reply_line(request_id, error=ErrorBody(kind=kind, message=message)))  # type: ignore[arg-type]

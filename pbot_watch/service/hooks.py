@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: this module stays free of imports (``status`` is light)
     from pbot_watch.config import Settings
@@ -43,7 +43,6 @@ StatusProvider = Callable[[], dict[str, Any]]
 SUMMARIES = "summaries"
 
 
-@runtime_checkable
 class IdleWorker(Protocol):
     """Work done while the person is idle (summaries); must honour ``cancel`` promptly."""
 

@@ -113,8 +113,8 @@ class TestLifetime:
         with ServeChild(env=env) as child:
             child.ask("hello")
             child.close()
-            assert b"pi child started" in child.stderr
-            assert b"pi child stopped" in child.stderr
+            assert b"pi_child_started" in child.stderr
+            assert b"pi_child_stopped" in child.stderr
 
 
 @pytest.fixture

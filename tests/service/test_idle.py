@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from pbot_watch.service.hooks import IdleWorker, NoIdleWork
+from pbot_watch.service.hooks import NoIdleWork
 from pbot_watch.service.idle import IdleClock
 from tests.support.service import wait_for
 
@@ -67,7 +67,3 @@ class TestIdleClock:
         wait_for(lambda: errors, what="the error")
         assert "model unreachable" in errors[0]
         assert clock.info()["last_error"] is not None
-
-    def test_default_worker_satisfies_the_protocol(self) -> None:
-        """``NoIdleWork`` is an ``IdleWorker``."""
-        assert isinstance(NoIdleWork(), IdleWorker)
