@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_FAILURE, CommandError
 from pbot_watch.cli.options import archive_options
+
+if TYPE_CHECKING:
+    from pbot_watch.config import Settings
 
 
 @main.command("run")
@@ -96,7 +99,7 @@ def _leave_now() -> NoReturn:
     os._exit(0)
 
 
-def _configure_logging(settings: Any) -> None:
+def _configure_logging(settings: Settings) -> None:
     from pbot_watch.log import configure_logging  # noqa: PLC0415
 
     configure_logging(settings)
