@@ -24,42 +24,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pbot_watch.config_paths import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    default_config_path,
+    default_env_file,
+    default_state_dir,
+)
 from pbot_watch.sources import default_session_roots
-
-ENV_PREFIX = "PBOT_WATCH_"
-APP = "pbot-watch"
-CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
 # Variables with our prefix that are not settings: they must not be reported as unknown.
 NON_SETTING_ENV = frozenset({CONFIG_ENV})
 
 SourceKind = Literal["default", "file", "env", "flag"]
-
-
-def xdg_dir(var: str, fallback: str) -> Path:
-    """An XDG base folder; relative values are invalid per the spec and fall back to the default."""
-    value = os.environ.get(var)
-    return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
-
-
-def default_state_dir() -> Path:
-    """Where the service keeps its SQLite state, status file, lock and search index."""
-    return xdg_dir("XDG_STATE_HOME", ".local/state") / APP
-
-
-def default_config_dir() -> Path:
-    """``$XDG_CONFIG_HOME/pbot-watch``: the config file and the default env file live here."""
-    return xdg_dir("XDG_CONFIG_HOME", ".config") / APP
-
-
-def default_config_path() -> Path:
-    configured = os.environ.get(CONFIG_ENV)
-    return Path(configured).expanduser() if configured else default_config_dir() / "config.toml"
-
-
-def default_env_file() -> Path:
-    """The env file the installed service reads when ``env_file`` is not set (API keys live here)."""
-    return default_config_dir() / "env"
 
 
 class Settings(BaseModel):

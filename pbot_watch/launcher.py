@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from pbot_watch.config import APP
+from pbot_watch.config_paths import APP
 
 
 def pbot_watch_command(args: list[str], executable: str | None = None) -> list[str]:

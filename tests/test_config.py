@@ -13,12 +13,12 @@ from pbot_watch.config import (
     Settings,
     SettingsError,
     apply_env_file,
-    default_config_path,
     load_settings,
     read_env_file,
     resolve_settings,
     template,
 )
+from pbot_watch.config_paths import default_config_path
 from tests.support.cli import invoke
 
 

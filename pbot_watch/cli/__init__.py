@@ -1,12 +1,17 @@
 """The command line: thin click commands that call one package function each.
 
-Every command module registers itself on ``main``; importing this package must stay cheap
-(no litellm, no watchdog, no sqlite work), because ``status``, ``search`` and ``read`` are
-meant to answer in a fraction of a second.
+Commands are loaded lazily (click's lazy group): ``pbot-watch status`` imports the status
+command's module and nothing of ``search``, ``run`` or ``summarize``. Each command module
+registers itself on ``main`` when imported; ``COMMANDS`` says which module holds which command
+and the one line ``pbot-watch --help`` shows for it, so the overview imports no command at all
+(a test keeps those lines equal to the commands' own). Importing this package must stay cheap
+(click and nothing else): ``status`` and ``--help`` answer in a fraction of a second.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
 from typing import Any
 
 import click
@@ -14,42 +19,91 @@ import click
 from pbot_watch import __version__
 from pbot_watch.cli.errors import EXIT_FAILURE, CommandError
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (module under pbot_watch.cli, the summary line of its docstring)
+    "config": (
+        "config_cmd",
+        "Show the effective settings: flags > PBOT_WATCH_* environment > config file > defaults.",
+    ),
+    "cues": (
+        "cues_cmd",
+        "The memory cues of a session branch after its latest compaction (none before the first).",
+    ),
+    "index": ("index_cmd", "Index every Pi session once and write the history archive."),
+    "mcp": (
+        "mcp_cmd",
+        "Serve history_search, history_read, search_memory and recall_memory over MCP (stdio).",
+    ),
+    "memory": ("memory_cmd", "Raw memory: every message of a session branch (tool calls and results too)."),
+    "pi": (
+        "pi_cmd",
+        "The Pi package: native history and memory tools, /history, memory cues, a footer status.",
+    ),
+    "read": ("read_cmd", "Read NODE_ID (from search or from another node's parents/children)."),
+    "recall": ("memory_cmd", "Whole source lines of a memory HANDLE from a line, and where to continue."),
+    "reindex": (
+        "reindex_cmd",
+        "Rebuild the search index from scratch (it is derived data; nothing is lost).",
+    ),
+    "run": ("run_cmd", "Watch Pi's session folders and keep the history archive up to date, until stopped."),
+    "search": ("search_cmd", "Search exchanges and summaries; without QUERY, list sessions (newest first)."),
+    "service": ("service_cmd", "Install pbot-watch as a systemd user service or a launchd agent."),
+    "status": (
+        "status_cmd",
+        "Show whether the service runs and what it is doing; exit 0 when running, 3 when not (or stale).",
+    ),
+    "summarize": (
+        "summarize_cmd",
+        "Index every session, then summarize pending nodes now (lowest level first).",
+    ),
+}
 
-class _Group(click.Group):
-    """The ``pbot-watch`` group: what any command may meet in its environment is one line, too."""
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when used (click's documented lazy-loading pattern).
+
+    What any command may meet in its environment is one line, too: an SQLite library too old
+    for the index, found by the first database a command opens.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        from pbot_watch.sqlite import SQLiteTooOld  # noqa: PLC0415 - importing the group stays cheap
-
         try:
             return super().invoke(ctx)
-        except SQLiteTooOld as error:  # the first database a command opens checks the library
-            raise CommandError(str(error), EXIT_FAILURE) from error
+        except Exception as error:
+            # Only a command that opened a database can raise it, and then the module is loaded:
+            # looked up, not imported, so that status and --help never load SQLite.
+            sqlite = sys.modules.get("pbot_watch.sqlite")
+            if sqlite is not None and isinstance(error, sqlite.SQLiteTooOld):
+                raise CommandError(str(error), EXIT_FAILURE) from error
+            raise
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"pbot_watch.cli.{COMMANDS[cmd_name][0]}")
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from ``COMMANDS``: ``--help`` imports no command module."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is not None and command.hidden:
+                continue
+            # An unloaded command is described by a stand-in with its summary: the same short help.
+            shown = command or click.Command(name, help=COMMANDS[name][1])
+            rows.append((name, shown.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="pbot-watch")
 def main() -> None:
     """A long memory for the Pi coding agent: archive, summarize and search Pi sessions."""
-
-
-def _register() -> None:
-    # Imported here, not at the top, so each module can import ``main`` without a cycle.
-    from pbot_watch.cli import (  # noqa: F401, PLC0415
-        config_cmd,
-        cues_cmd,
-        index_cmd,
-        mcp_cmd,
-        memory_cmd,
-        pi_cmd,
-        read_cmd,
-        reindex_cmd,
-        run_cmd,
-        search_cmd,
-        service_cmd,
-        status_cmd,
-        summarize_cmd,
-    )
-
-
-_register()

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
-from pbot_watch.config import ResolvedSettings, SettingsError, effective, resolve_settings, template
+
+if TYPE_CHECKING:  # the settings (pydantic) are imported when the command runs, not for --help
+    from pbot_watch.config import ResolvedSettings
 
 
 @main.command("config")
@@ -25,6 +27,8 @@ def config_command(
     sessions: tuple[Path, ...], archive: Path | None, *, as_json: bool, show_path: bool, show_template: bool
 ) -> None:
     """Show the effective settings: flags > PBOT_WATCH_* environment > config file > defaults."""
+    from pbot_watch.config import SettingsError, resolve_settings, template  # noqa: PLC0415
+
     if show_template:
         click.echo(template(), nl=False)
         return
@@ -46,6 +50,8 @@ def config_command(
 
 def as_document(resolved: ResolvedSettings) -> dict[str, Any]:
     """The JSON shape of ``config --json``: stable keys for scripts."""
+    from pbot_watch.config import effective  # noqa: PLC0415
+
     values = effective(resolved.settings)
     return {
         "config_file": str(resolved.config_file),
@@ -63,6 +69,8 @@ def as_document(resolved: ResolvedSettings) -> dict[str, Any]:
 
 
 def as_lines(resolved: ResolvedSettings) -> list[str]:
+    from pbot_watch.config import effective  # noqa: PLC0415
+
     values = effective(resolved.settings)
     found = "" if resolved.config_file_found else " (not found; defaults apply)"
     lines = [f"# config file: {resolved.config_file}{found}"]

@@ -10,7 +10,6 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
-from pbot_watch.sources import default_session_roots
 
 if TYPE_CHECKING:
     from pbot_watch.archive.files import ArchiveStore
@@ -33,6 +32,7 @@ def index_command(
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415
     from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
     from pbot_watch.indexer import MissingRoot  # noqa: PLC0415
+    from pbot_watch.sources import default_session_roots  # noqa: PLC0415
 
     try:
         settings = load_settings(

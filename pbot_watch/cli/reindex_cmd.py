@@ -10,7 +10,6 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.cli.options import archive_options
-from pbot_watch.config import SettingsError
 
 
 @main.command("reindex")
@@ -18,6 +17,7 @@ from pbot_watch.config import SettingsError
 def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
     from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
+    from pbot_watch.config import SettingsError  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415

@@ -1,13 +1,15 @@
 """``pbot-watch status``: is the service running, and what is it doing. Reads the status file only.
 
-This command must answer in a fraction of a second: it imports the status model and the
-standard library, never watchdog, the indexer or litellm (a test checks ``sys.modules``).
+This command must answer in a fraction of a second: it reads the file as plain JSON and finds
+the state folder without validating the settings, so it imports click and the standard library,
+never pydantic, watchdog, the indexer or litellm (a test checks ``sys.modules``). The file's
+fields are the ``Status`` model's (``service/status.py``); a field missing from an older file
+shows as empty.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,20 +18,6 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_NOT_RUNNING
-
-
-def _state_dir(explicit: Path | None) -> Path:
-    """The service's state folder, without validating the whole configuration (status must not fail on it)."""
-    if explicit is not None:
-        return explicit
-    from pbot_watch.config import SettingsError, default_state_dir, load_settings  # noqa: PLC0415
-
-    try:
-        return load_settings().state_dir
-    except SettingsError:
-        # A broken config must not hide whether the service runs; `pbot-watch config` explains it.
-        configured = os.environ.get("PBOT_WATCH_STATE_DIR")
-        return Path(configured).expanduser() if configured else default_state_dir()
 
 
 @main.command("status")
@@ -42,21 +30,23 @@ def _state_dir(explicit: Path | None) -> Path:
 )
 def status_command(*, as_json: bool, state_dir: Path | None) -> None:
     """Show whether the service runs and what it is doing; exit 0 when running, 3 when not (or stale)."""
-    from pbot_watch.service.status import assess, read_status  # noqa: PLC0415
+    from pbot_watch.config_paths import state_dir_unvalidated  # noqa: PLC0415
+    from pbot_watch.service.status_file import assess, read_status_document  # noqa: PLC0415
 
-    folder = _state_dir(state_dir)
-    status = read_status(folder)
+    # A broken config must not hide whether the service runs; `pbot-watch config` explains it.
+    folder = state_dir if state_dir is not None else state_dir_unvalidated()
+    status = read_status_document(folder)
     state, detail = assess(folder, status)
     if as_json:
         document: dict[str, Any] = {"state": state, "detail": detail, "state_dir": str(folder)}
         if status is not None:
-            document.update(status.model_dump(mode="json"))
+            document.update(status.data)
             document["running"] = state == "running"
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         click.echo(f"pbot-watch: {state} ({detail})")
         if status is not None:
-            for line in _lines(status):
+            for line in _lines(status.data):
                 click.echo(line)
     if state != "running":
         raise SystemExit(EXIT_NOT_RUNNING)
@@ -80,78 +70,87 @@ def _mb(count: int) -> str:
     return f"{count / 1e6:.1f} MB" if count >= 100_000 else f"{count} bytes"
 
 
-def _lines(status: Any) -> list[str]:
-    observer = status.observer.kind + (f" ({status.observer.reason})" if status.observer.reason else "")
+def _lines(status: dict[str, Any]) -> list[str]:
+    def get(key: str, default: Any = None) -> Any:
+        value = status.get(key)
+        return default if value is None else value
+
+    observer = get("observer", {})
+    kind = f"{observer.get('kind', 'none')}" + (f" ({observer['reason']})" if observer.get("reason") else "")
     roots = ", ".join(
-        r.path + ("" if r.watched else " (not watched: missing)" if not r.exists else " (not watched)")
-        for r in status.roots
+        str(r.get("path"))
+        + ("" if r.get("watched") else " (not watched: missing)" if not r.get("exists") else " (not watched)")
+        for r in get("roots", [])
     )
-    hours, rest = divmod(int(status.uptime_seconds), 3600)
+    hours, rest = divmod(int(get("uptime_seconds", 0)), 3600)
+    retrying = get("retrying_files", 0)
     lines = [
-        f"  pid {status.pid}, version {status.version}, up {hours}h{rest // 60:02d}m since {status.started}",
-        f"  heartbeat  {_ago(status.heartbeat)}",
-        f"  activity   {status.activity}, {status.pending_files} files pending"
-        + (f", {status.retrying_files} failing (retried)" if status.retrying_files else ""),
-        *([f"  working on {status.working_on}"] if status.working_on else []),
-        *_catch_up_lines(status.catch_up),
-        f"  observer   {observer}",
+        f"  pid {get('pid')}, version {get('version')}, up {hours}h{rest // 60:02d}m since {get('started')}",
+        f"  heartbeat  {_ago(get('heartbeat'))}",
+        f"  activity   {get('activity')}, {get('pending_files', 0)} files pending"
+        + (f", {retrying} failing (retried)" if retrying else ""),
+        *([f"  working on {get('working_on')}"] if get("working_on") else []),
+        *_catch_up_lines(get("catch_up")),
+        f"  observer   {kind}",
         f"  roots      {roots or '-'}",
-        f"  archive    {status.archive or 'per workspace (.pi/pbot/history)'}",
+        f"  archive    {get('archive') or 'per workspace (.pi/pbot/history)'}",
         (
-            f"  tracked    {status.files_tracked} files, {status.sessions_tracked} sessions"
-            f" ({status.files_in_memory} files in memory)"
+            f"  tracked    {get('files_tracked', 0)} files, {get('sessions_tracked', 0)} sessions"
+            f" ({get('files_in_memory', 0)} files in memory)"
         ),
         (
-            f"  records    {status.records_written} written, {status.records_unchanged} unchanged,"
-            f" {len(status.workspaces_written)} workspaces"
+            f"  records    {get('records_written', 0)} written, {get('records_unchanged', 0)} unchanged,"
+            f" {len(get('workspaces_written', []))} workspaces"
         ),
         (
-            f"  parsed     {_mb(status.bytes_parsed_total)} total,"
-            f" {_mb(status.bytes_parsed_last_append)} for the last append"
+            f"  parsed     {_mb(get('bytes_parsed_total', 0))} total,"
+            f" {_mb(get('bytes_parsed_last_append', 0))} for the last append"
         ),
-        f"  last append {_ago(status.last_append)}"
-        + (f" ({status.last_append_path})" if status.last_append_path else ""),
+        f"  last append {_ago(get('last_append'))}"
+        + (f" ({get('last_append_path')})" if get("last_append_path") else ""),
     ]
-    if status.state_error:
+    if get("state_error"):
         lines.append(
-            f"  state      degraded: {status.state_error} ({status.unsaved_cursors} unsaved, retried)"
+            f"  state      degraded: {get('state_error')} ({get('unsaved_cursors', 0)} unsaved, retried)"
         )
-    worker = status.idle_worker
+    worker = get("idle_worker", {})
     if worker:
         lines.append(
             f"  idle work  {worker.get('name')}: {'running' if worker.get('running') else 'waiting'},"
             f" {worker.get('runs', 0)} runs, {worker.get('cancelled', 0)} cancelled"
         )
-    if status.summaries:
-        lines.append("  summaries  " + ", ".join(f"{k}={_short(v)}" for k, v in status.summaries.items()))
+    summaries = get("summaries", {})
+    if summaries:
+        lines.append("  summaries  " + ", ".join(f"{k}={_short(v)}" for k, v in summaries.items()))
     lines.extend(
         f"  {name:<10} " + ", ".join(f"{k}={_short(v)}" for k, v in values.items())
-        for name, values in status.extensions.items()
+        for name, values in get("extensions", {}).items()
     )
-    lines.extend(f"  warning    {warning}" for warning in status.warnings[-5:])
-    if len(status.warnings) > 5:
-        lines.append(f"  ...        {len(status.warnings) - 5} more warnings (--json)")
-    lines.extend(f"  error      {error.time} {error.message}" for error in status.errors[-5:])
+    warnings = get("warnings", [])
+    lines.extend(f"  warning    {warning}" for warning in warnings[-5:])
+    if len(warnings) > 5:
+        lines.append(f"  ...        {len(warnings) - 5} more warnings (--json)")
+    lines.extend(
+        f"  error      {error.get('time')} {error.get('message')}" for error in get("errors", [])[-5:]
+    )
     return lines
 
 
-def _catch_up_lines(catch_up: Any) -> list[str]:
+def _catch_up_lines(catch_up: dict[str, Any] | None) -> list[str]:
     """Where the start scan's reading is: progress while catching up, what it took once done."""
-    if catch_up is None or not catch_up.files_total:
+    if not catch_up or not catch_up.get("files_total"):
         return []
-    rate = f", {_mb(catch_up.bytes_per_second)}/s" if catch_up.bytes_per_second else ""
-    if catch_up.finished is not None:
-        return [
-            (
-                f"  caught up  {catch_up.files_total} files, {_mb(catch_up.bytes_total)}"
-                f" in {_duration(catch_up.seconds)}{rate}"
-            )
-        ]
-    left = f", about {_duration(catch_up.eta_seconds)} left" if catch_up.eta_seconds is not None else ""
+    rate = f", {_mb(catch_up['bytes_per_second'])}/s" if catch_up.get("bytes_per_second") else ""
+    total = f"{catch_up['files_total']} files"
+    if catch_up.get("finished") is not None:
+        took = _duration(catch_up.get("seconds", 0))
+        return [f"  caught up  {total}, {_mb(catch_up.get('bytes_total', 0))} in {took}{rate}"]
+    eta = catch_up.get("eta_seconds")
+    left = f", about {_duration(eta)} left" if eta is not None else ""
     return [
         (
-            f"  catching up {catch_up.files_done} of {catch_up.files_total} files,"
-            f" {_mb(catch_up.bytes_done)} of {_mb(catch_up.bytes_total)}{rate}{left}"
+            f"  catching up {catch_up.get('files_done', 0)} of {total},"
+            f" {_mb(catch_up.get('bytes_done', 0))} of {_mb(catch_up.get('bytes_total', 0))}{rate}{left}"
         )
     ]
 

@@ -8,7 +8,8 @@ Pure: the caller reads the file and judges it with ``service.status.assess``.
 
 from __future__ import annotations
 
-from pbot_watch.service.status import State, Status
+from pbot_watch.service.status import Status
+from pbot_watch.service.status_file import State
 
 PREFIX = "pbot-watch"
 

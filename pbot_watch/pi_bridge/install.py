@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import ensure_dir, write_atomic
-from pbot_watch.config import APP, xdg_dir
+from pbot_watch.config_paths import APP, xdg_dir
 from pbot_watch.launcher import pbot_watch_command
 from pbot_watch.pi_bridge.protocol import BridgeConfig, ToolDefinition
 

@@ -43,7 +43,8 @@ from pbot_watch.pi_bridge.protocol import (
     reply_line,
 )
 from pbot_watch.search.errors import QueryError
-from pbot_watch.service.status import assess, read_status, status_path
+from pbot_watch.service.status import read_status
+from pbot_watch.service.status_file import assess, status_path
 
 if TYPE_CHECKING:
     from pbot_watch.memory.query import MemoryScope

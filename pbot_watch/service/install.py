@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import write_atomic
-from pbot_watch.config import APP, default_env_file, xdg_dir
+from pbot_watch.config_paths import APP, default_env_file, xdg_dir
 from pbot_watch.launcher import pbot_watch_command
 
 Manager = Literal["systemd", "launchd"]

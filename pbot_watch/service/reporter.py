@@ -25,7 +25,6 @@ from pbot_watch.service.hooks import SUMMARIES, StatusProvider
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.schedule import ReadSchedule
 from pbot_watch.service.status import (
-    HEARTBEAT_SECONDS,
     MAX_ERRORS,
     MAX_WARNINGS,
     Activity,
@@ -35,6 +34,7 @@ from pbot_watch.service.status import (
     iso,
     write_status,
 )
+from pbot_watch.service.status_file import HEARTBEAT_SECONDS
 
 if TYPE_CHECKING:  # for the annotations only: they pull in the indexer, watchdog or SQLite
     from pbot_watch.service.state import StateStore

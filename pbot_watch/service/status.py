@@ -1,9 +1,8 @@
 """The status file: what the running service is doing, for ``pbot-watch status`` and people.
 
 The service replaces ``state_dir/status.json`` atomically every few seconds and whenever
-something visible changes; ``status`` only reads it. This module must stay light (pydantic and
-the standard library): ``pbot-watch status`` imports it and must answer in a fraction of a
-second, without watchdog, the indexer or litellm.
+something visible changes; ``status`` only reads it, as plain JSON (``status_file.py``, which
+also judges whether the service runs). This module is the file's format and its writing.
 """
 
 from __future__ import annotations
@@ -19,16 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pbot_watch.archive.atomic import write_atomic
-from pbot_watch.service.lock import is_held
+from pbot_watch.service.status_file import HEARTBEAT_SECONDS, status_path
 
-STATUS_FILE = "status.json"
-# The service rewrites the file at least this often; ``status`` calls it stale after
-# STALE_BEATS missed beats (a frozen or suspended process, or one killed with -9).
-HEARTBEAT_SECONDS = 2.0
-STALE_BEATS = 3
-# The consumer thread proves it is not stuck by progressing: a tick, a piece of a file parsed, a
-# record written. A heartbeat without progress for this long is a stuck service, not a busy one.
-STUCK_SECONDS = 30.0
 MAX_ERRORS = 20
 MAX_WARNINGS = 50
 
@@ -124,10 +115,6 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def status_path(state_dir: Path) -> Path:
-    return state_dir / STATUS_FILE
-
-
 def write_status(state_dir: Path, status: Status) -> None:
     """Replace the status file atomically; on a full disk, overwrite it where it is.
 
@@ -171,41 +158,3 @@ def read_status(state_dir: Path) -> Status | None:
             if attempt == 0:
                 time.sleep(0.05)  # caught mid-way through an in-place write: read it again
     return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-State = Literal["running", "stale", "not running"]
-
-
-def assess(state_dir: Path, status: Status | None, now: float | None = None) -> tuple[State, str]:
-    """Whether the service runs, judged from its status file, its pid and its lock."""
-    now = time.time() if now is None else now
-    if status is None:
-        if is_held(state_dir):
-            return "stale", "the service holds its lock but has written no status yet"
-        return "not running", "no status file (the service has not run yet)"
-    if not status.running:
-        return "not running", f"stopped at {status.heartbeat}"
-    if not pid_alive(status.pid):
-        return "not running", f"pid {status.pid} is gone (killed at about {status.heartbeat})"
-    age = now - status.heartbeat_epoch
-    if age > STALE_BEATS * status.heartbeat_seconds:
-        return "stale", f"last heartbeat {age:.0f}s ago (pid {status.pid} is alive but not responding)"
-    if not is_held(state_dir):
-        return "stale", f"pid {status.pid} no longer holds the service lock"
-    if status.progress_epoch is not None and now - status.progress_epoch > STUCK_SECONDS:
-        doing = f" ({status.working_on})" if status.working_on else ""
-        return "stale", (
-            f"pid {status.pid} is alive but its reading thread made no progress for"
-            f" {now - status.progress_epoch:.0f}s{doing}"
-        )
-    return "running", f"pid {status.pid}"

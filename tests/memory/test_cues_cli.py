@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import click
 import pytest
 
 from pbot_watch.cli import main
@@ -94,7 +95,8 @@ class TestDocs:
 
     def test_every_option_and_field_is_documented(self) -> None:
         """Each option of `cues` and each JSON field of the cue state appears in the Memory cues section."""
-        command = main.commands["cues"]  # type: ignore[attr-defined]
+        command = main.get_command(click.Context(main), "cues")  # commands load lazily
+        assert command is not None
         for param in command.params:
             for opt in getattr(param, "opts", []):
                 if opt.startswith("--") and opt != "--help":

@@ -250,10 +250,14 @@ class TestDocs:
     @pytest.mark.parametrize("command", ["install", "uninstall"])
     def test_every_option_is_documented(self, command: str) -> None:
         """Each option of `pbot-watch pi install|uninstall` appears in docs/pi.md."""
+        import click
+
         from pbot_watch.cli import main
 
         doc = (REPO / "docs" / "pi.md").read_text(encoding="utf-8")
-        for param in main.commands["pi"].commands[command].params:  # type: ignore[attr-defined]
+        group = main.get_command(click.Context(main), "pi")  # commands load lazily
+        assert isinstance(group, click.Group)
+        for param in group.commands[command].params:
             for opt in getattr(param, "opts", []):
                 if opt.startswith("--") and opt != "--help":
                     assert opt in doc, f"pi {command} {opt}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 import pytest
 from pydantic import BaseModel
 
@@ -33,9 +34,11 @@ def test_every_field_is_documented(model: type[BaseModel]) -> None:
 @pytest.mark.parametrize("path", [["search"], ["read"], ["memory", "search"], ["recall"], ["reindex"]])
 def test_every_option_is_documented(path: list[str]) -> None:
     """Each option of the commands appears in docs/search.md."""
-    command = main
+    command: click.Command | None = main
     for part in path:
-        command = command.commands[part]  # type: ignore[attr-defined]
+        assert isinstance(command, click.Group)
+        command = command.get_command(click.Context(command), part)  # commands load lazily
+    assert command is not None
     for param in command.params:
         for opt in getattr(param, "opts", []):
             if opt.startswith("--") and opt != "--help":

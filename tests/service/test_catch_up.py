@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.config import default_state_dir
+from pbot_watch.config_paths import default_state_dir
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.status import Status, iso, write_status
 from tests.support.pi_sessions import PiSession

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.config import default_state_dir
-from pbot_watch.service.status import assess
+from pbot_watch.config_paths import default_state_dir
+from pbot_watch.service.status_file import assess
 from pbot_watch.sqlite import BUSY_TIMEOUT_SECONDS
 from tests.support.archive import records
 from tests.support.paths import FIXTURES

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.config import default_state_dir
+from pbot_watch.config_paths import default_state_dir
 from tests.support.cli import run
 from tests.support.pi_sessions import PiSession
 from tests.support.service import ServiceProcess, wait_for

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.config import default_state_dir
+from pbot_watch.config_paths import default_state_dir
 from tests.support.archive import records
 from tests.support.cli import run
 from tests.support.paths import FIXTURES

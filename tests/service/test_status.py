@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.config import default_state_dir
+from pbot_watch.config_paths import default_state_dir
 from pbot_watch.service.lock import InstanceLock
-from pbot_watch.service.status import Status, assess, iso, read_status, write_status
+from pbot_watch.service.status import Status, iso, read_status, write_status
+from pbot_watch.service.status_file import assess
 from tests.support.cli import invoke, modules_after, run
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import PiSession, jsonl
@@ -152,8 +153,17 @@ class TestStatusCommand:
         assert "stale" in result.stdout
 
     def test_imports_stay_light(self) -> None:
-        """``status`` never imports litellm, watchdog, the indexer or the service."""
-        heavy = ("litellm", "watchdog", "pbot_watch.indexer", "pbot_watch.service.run")
+        """``status`` never imports pydantic, search, SQLite, litellm, watchdog, the indexer or the service."""
+        heavy = (
+            "pydantic",
+            "pbot_watch.search",
+            "pbot_watch.config",
+            "sqlite3",
+            "litellm",
+            "watchdog",
+            "pbot_watch.indexer",
+            "pbot_watch.service.run",
+        )
         assert [] == modules_after("status", among=heavy)
 
 

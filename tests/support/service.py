@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
-from pbot_watch.config import default_state_dir
+from pbot_watch.config_paths import default_state_dir
 from pbot_watch.service.status import Status, read_status
 from tests.support.archive import records
 from tests.support.cli import pbot_watch_executable
