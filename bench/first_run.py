@@ -9,7 +9,8 @@ and measures on each, every figure as wall and CPU seconds of the process that d
   parity oracle's set-up; ``bench/pbot_load.mjs``): every session projected, indexed, written;
 * ``index``: ``pbot-watch index`` on an empty archive, interleaved with ``pbot`` (``--repeat``);
 * ``search build``: the first ``pbot-watch search`` on those records (it builds the search
-  index), and the index's size on disk against the record bytes;
+  index), the index's size on disk against the record bytes, and the session list's median
+  time on it (``search`` without a query), beside pbot's on its loaded records;
 * ``run``: ``pbot-watch run`` from an empty state and archive, until the newest session is
   searchable, until every session is, and until it logs ``caught_up``; its peak RSS;
 * ``decode``: reading every line with the standard library's ``json`` and with msgspec.
@@ -157,6 +158,7 @@ class Pbot:
             **result.figures(),
             "records": inside["records"],
             "exchanges": inside["exchanges"],
+            "session list p50 ms": round(inside["sessionListMs"], 2),
         }
 
     def close(self) -> None:
@@ -184,12 +186,27 @@ def search_build(root: Path, spaces: list[Path]) -> dict[str, Any]:
         records = sum(tree_bytes(space / ".pi", "*.json") for space in spaces)
         return {
             **result.figures(),
+            "session list p50 ms": session_list_ms(state / "search.db"),
             "index MB": round(size / 1e6, 1),
             "record MB": round(records / 1e6, 1),
             "index / record bytes": round(size / records, 2) if records else None,
         }
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def session_list_ms(db: Path, runs: int = 51) -> float:
+    """The median time of ``search`` without a query (the session list) on a built index."""
+    from pbot_watch.search.index import SearchIndex
+    from pbot_watch.search.queries import search_history
+
+    with SearchIndex(db) as index:
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            search_history(index, "")
+            times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 2)
 
 
 def _count(db: Path, sql: str, *args: Any) -> int:

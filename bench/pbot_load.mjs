@@ -8,7 +8,8 @@
 // the seed by tests/core/pbot_oracle.py; nothing of it is copied here.
 //
 // usage: node --experimental-transform-types pbot_load.mjs SRC SESSIONS_ROOT OUT_DIR
-// prints one JSON line: {seconds, cpuSeconds, files, records, exchanges, peakRssMb}
+// prints one JSON line: {seconds, cpuSeconds, files, records, exchanges, peakRssMb, sessionListMs}
+// (the figures before sessionListMs are of the load alone; the session list is timed after it)
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -16,7 +17,7 @@ import { randomUUID } from "node:crypto";
 
 const [dir, root, out] = process.argv.slice(2);
 const { projectHistory, fallbackName } = await import(`${dir}/src/integrations/pi/history.ts`);
-const { indexHistory } = await import(`${dir}/src/services/history/history-service.ts`);
+const { indexHistory, HistoryService } = await import(`${dir}/src/services/history/history-service.ts`);
 
 function sessionFiles(folder) {
   const found = [];
@@ -45,16 +46,31 @@ const started = performance.now();
 const cpu = process.cpuUsage();
 let records = 0, exchanges = 0;
 const files = sessionFiles(root);
+const sessions = [];
 for (const file of files) {
   const session = projectHistory(await readFile(file, { encoding: "utf8" }));
   if (!session.branches.length) continue;
   fallbackName(session);
+  sessions.push(session);
   const record = indexHistory(session, undefined);
   writeAtomic(join(out, `${randomUUID()}.json`), JSON.stringify(record));
   records += 1;
   exchanges += record.nodes.filter(node => node.kind === "exchange").length;
 }
 const used = process.cpuUsage(cpu);
+
+// pbot's session list (search without a query) on the loaded records, as /history opens it:
+// HistoryService with the sessions above as its source and no files (nothing is written).
+const service = new HistoryService(root, { list: () => [], save: () => {} }, { scan: async () => ({ sessions, warnings: [] }) });
+await service.refresh({ directory: root });
+const times = [];
+for (let i = 0; i < 51; i++) {
+  const start = performance.now();
+  service.search({});
+  times.push(performance.now() - start);
+}
+times.sort((a, b) => a - b);
+
 process.stdout.write(JSON.stringify({
   seconds: (performance.now() - started) / 1000,
   cpuSeconds: (used.user + used.system) / 1e6,
@@ -62,4 +78,5 @@ process.stdout.write(JSON.stringify({
   records,
   exchanges,
   peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+  sessionListMs: times[Math.floor(times.length / 2)],
 }) + "\n");

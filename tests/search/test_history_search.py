@@ -319,6 +319,35 @@ class TestPlans:
                 search_history(index, query, session_id=session, offset=offset, limit=20)
             )
 
+    @pytest.mark.parametrize(
+        ("session", "from_", "to"),
+        [(None, None, None), (None, "2026-03-01", "2026-06-30"), ("session-17", None, None)],
+        ids=["all", "range", "one session"],
+    )
+    def test_session_list_is_pbots(
+        self, tmp_path: Path, session: str | None, from_: str | None, to: str | None
+    ) -> None:
+        """Without a query, 60 sessions list, page and filter exactly as pbot's scan of their records."""
+        folder = tmp_path / "archive"
+        for s in range(60):
+            day = f"2026-{1 + s % 12:02d}-{1 + s % 28:02d}"
+            branch = [
+                exchange(f"l{s}e{i}", f"用户：\nq {i}\n\n助手：\na", f"{day}T10:{i:02d}:00.000Z")
+                for i in range(5)
+            ]
+            write_record(folder, f"session-{s}", f"S{s}", [branch])
+        index = SearchIndex(tmp_path / "search.db")
+        index.update_from_archive([RecordFolder(folder, None)])
+        records = load_records(folder)
+        for offset in (0, 20, 40, 59):
+            expected = pbot_search(
+                records, "", session_id=session, from_=from_, to=to, offset=offset, limit=20
+            )
+            actual = search_history(
+                index, "", session_id=session, from_=from_, to=to, offset=offset, limit=20
+            )
+            assert expected == plain(actual)
+
     def test_terms_order_same_with_and_without_filter(
         self, big: tuple[SearchIndex, list[dict[str, Any]]]
     ) -> None:
