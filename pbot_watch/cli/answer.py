@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pbot_watch.query import QueryContext
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 @contextmanager
@@ -46,8 +47,35 @@ def query_errors() -> Iterator[None]:
 
 
 def emit(result: M, as_json: bool, render: Callable[[M], None]) -> None:
-    """``--json`` prints the documented shape (docs/search.md); otherwise the human rendering."""
+    """``--json`` prints the documented shape (docs/search.md); otherwise the human rendering.
+
+    Text from sessions can hold half a character (a lone surrogate: an emoji cut by a length
+    limit). The JSON writes it as ``JSON.stringify`` does, an escape, so nothing is lost; a
+    person reading a terminal sees U+FFFD in its place.
+    """
+    from pbot_watch.history.jstext import dumps  # noqa: PLC0415 - keep --help fast
+
     if as_json:
-        click.echo(result.model_dump_json(by_alias=True, indent=2))
+        click.echo(dumps(result.model_dump(mode="json", by_alias=True), indent=2))
     else:
-        render(result)
+        render(_well_formed(result))
+
+
+def _well_formed(value: T) -> T:
+    """``value`` with lone surrogates made U+FFFD in every string, models copied, not re-validated.
+
+    Not a round trip through ``model_dump``: some fields are written under another name than
+    they are read by (``CueLine.cue_class`` as ``class``).
+    """
+    from pbot_watch.history.jstext import to_well_formed  # noqa: PLC0415 - keep --help fast
+
+    if isinstance(value, str):
+        return to_well_formed(value)  # type: ignore[no-any-return]  # T is str here
+    if isinstance(value, BaseModel):
+        fields = {name: _well_formed(getattr(value, name)) for name in type(value).model_fields}
+        return value.model_copy(update=fields)
+    if isinstance(value, list):
+        return [_well_formed(item) for item in value]  # type: ignore[return-value]  # T is a list here
+    if isinstance(value, dict):
+        return {key: _well_formed(item) for key, item in value.items()}  # type: ignore[return-value]  # T is a dict
+    return value

@@ -148,6 +148,11 @@ def locale_key(value: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds half a character, which UTF-8 (SQLite, a terminal) cannot carry."""
+    return _LONE_SURROGATE.search(text) is not None
+
+
 def dumps_utf8(value: Any) -> bytes:
     """``JSON.stringify(value)`` as UTF-8 bytes; the lone-surrogate pass runs only when needed."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -155,6 +160,21 @@ def dumps_utf8(value: Any) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
+def to_well_formed(value: Any) -> Any:
+    """``String.prototype.toWellFormed`` on every string of a JSON value: lone surrogates become U+FFFD.
+
+    For what must be valid UTF-8 (SQLite text, a terminal, the MCP transport). A lone surrogate
+    is half of a character, an emoji cut by a length limit, say: not text anyone wrote.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [to_well_formed(item) for item in value]
+    if isinstance(value, dict):
+        return {to_well_formed(key): to_well_formed(item) for key, item in value.items()}
+    return value
 
 
 def dumps(value: Any, *, indent: int | None = 2) -> str:

@@ -12,6 +12,7 @@ from mcp.server.lowlevel import Server
 
 from pbot_watch import __version__
 from pbot_watch.config import Settings
+from pbot_watch.history.jstext import to_well_formed
 from pbot_watch.tools.base import Tool
 from pbot_watch.tools.registry import TOOLS, call
 
@@ -59,10 +60,12 @@ class McpTools:
         answer = await anyio.to_thread.run_sync(
             partial(call, name, arguments, self.settings), limiter=self._limiter
         )
-        content: list[types.ContentBlock] = [types.TextContent(type="text", text=answer.text)]
+        # The transport writes UTF-8 JSON, which cannot hold half a character (a lone surrogate,
+        # an emoji cut by a length limit): U+FFFD stands in for it.
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=to_well_formed(answer.text))]
         if answer.failure is not None:
             return types.CallToolResult(content=content, is_error=True)
-        return types.CallToolResult(content=content, structured_content=answer.structured)
+        return types.CallToolResult(content=content, structured_content=to_well_formed(answer.structured))
 
 
 def build_server(settings: Settings) -> Server[Any]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
@@ -34,12 +33,12 @@ from typing import Any, Self
 from pbot_watch.archive.files import read_record
 from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
-from pbot_watch.history.jstext import locale_key
+from pbot_watch.history.jstext import has_lone_surrogate, locale_key, to_well_formed
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.tokens import document
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
@@ -52,8 +51,6 @@ has no row in the trigram index, so literal search reads it (it stays exact), an
 index sees its first ``INDEXED_CHARS`` characters. Reading a node shows all of it.
 """
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- A record folder we know about; workspace is NULL for a central archive (records say theirs).
@@ -65,6 +62,7 @@ CREATE TABLE records(
   id TEXT NOT NULL,
   session_id TEXT NOT NULL,
   name TEXT NOT NULL,
+  name_json TEXT,  -- the exact name when it holds a lone surrogate (as node_texts.text_json)
   workspace TEXT,
   ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL
 );
@@ -156,9 +154,9 @@ def sort_key(value: str) -> bytes:
 
 def storable(text: str) -> tuple[str, str | None]:
     """Text SQLite can hold, and the exact text as JSON when they differ (lone surrogates)."""
-    if _LONE_SURROGATE.search(text) is None:
+    if not has_lone_surrogate(text):
         return text, None
-    return _LONE_SURROGATE.sub("\ufffd", text), json.dumps(text)
+    return to_well_formed(text), json.dumps(text)
 
 
 @dataclass(frozen=True)
@@ -399,18 +397,20 @@ class SearchIndex:
             self._unreadable.append(f"{path}: not a readable history record; skipped")
             return False
         workspace = record.get("workspace") if isinstance(record.get("workspace"), str) else folder.workspace
-        name = record.get("name") if isinstance(record.get("name"), str) else ""
+        name: str = record["name"] if isinstance(record.get("name"), str) else ""
+        # A lone surrogate (an emoji cut by pbot's 80-unit name limit) cannot go into SQLite.
         values = (
             str(folder.path),
-            record["id"],
-            record["sessionId"],
-            name,
-            workspace,
+            to_well_formed(record["id"]),
+            to_well_formed(record["sessionId"]),
+            *storable(name),
+            to_well_formed(workspace),
             *FileStamp.of(st),
         )
         if row is None:
             cur = self.conn.execute(
-                "INSERT INTO records(path, folder, id, session_id, name, workspace, ino, size, mtime_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO records(path, folder, id, session_id, name, name_json, workspace, ino, size, mtime_ns) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (str(path), *values),
             )
             rowid = cur.lastrowid
@@ -418,7 +418,8 @@ class SearchIndex:
         else:
             rowid = row[0]
             self.conn.execute(
-                "UPDATE records SET folder=?, id=?, session_id=?, name=?, workspace=?, ino=?, size=?, mtime_ns=? WHERE rowid=?",
+                "UPDATE records SET folder=?, id=?, session_id=?, name=?, name_json=?, workspace=?, ino=?, size=?, "
+                "mtime_ns=? WHERE rowid=?",
                 (*values, rowid),
             )
         self._replace_nodes(rowid, record["nodes"])
@@ -591,7 +592,7 @@ def _node_values(raw: Any) -> dict[str, Any] | None:
     stored, text_json = storable(text)
     from_ms, to_ms = parse_ms(from_), parse_ms(to)
     return {
-        "id": raw["id"],
+        "id": to_well_formed(raw["id"]),
         "kind": kind,
         "level": level,
         "text": stored,

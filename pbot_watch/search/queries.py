@@ -28,7 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.history.jstext import collapse_whitespace, js_trim, utf16_slice
+from pbot_watch.history.jstext import (
+    collapse_whitespace,
+    has_lone_surrogate,
+    js_trim,
+    to_well_formed,
+    utf16_slice,
+)
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
 from pbot_watch.search.index import SearchIndex
@@ -62,7 +68,7 @@ MIN_TRIGRAM_CHARS = 3
 
 _NODE_COLUMNS = (
     "n.rowid, n.id, n.kind, n.level, t.text, t.text_json, n.from_, n.to_, n.ready, n.completed, "
-    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace"
+    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace, r.name_json"
 )
 _NODE_FROM = "nodes n JOIN records r ON r.rowid = n.record JOIN node_texts t ON t.rowid = n.rowid"
 
@@ -93,7 +99,7 @@ def _brief(row: Sequence[Any]) -> dict[str, Any]:
         "kind": row[2],
         "level": row[3],
         "sessionId": row[14],
-        "name": row[15],
+        "name": json.loads(row[17]) if row[17] is not None else row[15],
         "preview": preview(text),
         "from": row[6],
         "to": row[7],
@@ -155,12 +161,12 @@ class _Filter:
         self.narrowing = self.narrowing or after != -math.inf or before != math.inf
         if session_id is not None:
             self.clauses.append("r.session_id = :session_id")
-            self.params["session_id"] = session_id
+            self.params["session_id"] = to_well_formed(session_id)  # as index.py stores ids
         if workspace is not None:
             values = _workspace_values(workspace)
             names = [f":ws{i}" for i in range(len(values))]
             self.clauses.append(f"r.workspace IN ({', '.join(names)})")
-            self.params.update({name[1:]: value for name, value in zip(names, values, strict=True)})
+            self.params.update({name[1:]: to_well_formed(v) for name, v in zip(names, values, strict=True)})
         if after != -math.inf:
             self.clauses.append("n.to_ms >= :after")
             self.params["after"] = after
@@ -224,6 +230,7 @@ def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int
         return []
     layer = [node_id]
     while True:
+        layer = to_well_formed(layer)  # children as the record says them; ids as index.py stores them
         placeholders = ",".join("?" * len(layer))
         rows = index.conn.execute(
             f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({placeholders})",
@@ -278,6 +285,9 @@ def search_history(
         return _sessions(index, query, match, filt, offset, limit)
     if match == "terms":
         return _terms(index, query, filt, offset, limit)
+    if has_lone_surrogate(needle):
+        # Half a character: SQLite cannot take it, and the index holds U+FFFD in its place.
+        return _scan(index, query, filt, offset, limit, needle)
     if len(needle) >= MIN_TRIGRAM_CHARS:
         table = "nodes_literal"
     elif all(is_cjk(ch) for ch in needle):
@@ -580,7 +590,7 @@ def page_text(text: str, offset: int, limit: int) -> tuple[str, int, int | None]
 def _node_row(index: SearchIndex, node_id: str) -> Sequence[Any]:
     row = index.conn.execute(
         f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.id = ? ORDER BY r.rowid LIMIT 1",
-        (node_id,),
+        (to_well_formed(node_id),),
     ).fetchone()
     if row is None:
         raise UnknownNode(node_id)
@@ -590,6 +600,7 @@ def _node_row(index: SearchIndex, node_id: str) -> Sequence[Any]:
 def _briefs(index: SearchIndex, record: int, ids: list[str]) -> list[NodeBrief]:
     if not ids:
         return []
+    ids = to_well_formed(ids)  # as index.py stores node ids
     placeholders = ",".join("?" * len(ids))
     rows = index.conn.execute(
         f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",
