@@ -14,6 +14,14 @@ rank order; each hit contributes its turns, the turns sharing more query words f
 first k distinct turns are the top k. recall@k is the share of a question's evidence turns
 among them, averaged over questions. Answers are never looked at.
 
+Beside it, the exchange measure (the one ranking changes are judged by, so figures compare
+across versions): for every question of categories 1-4 (5, adversarial, has no evidence to
+find), keep the first 10 *exchange* hits of ``search --match terms`` (nodes ``…:0:<entryId>``;
+a summary hit counts only where the search itself turned it into exchanges), and count the
+share of the question's evidence turns those exchanges contain; averaged over questions,
+overall and per category. It is printed as ``exchanges@10`` rows and an ``exchange recall@10``
+line.
+
 The last line is ``recall@5 0.xxx recall@10 0.xxx``.
 """
 
@@ -45,6 +53,12 @@ NAMESPACE = uuid.UUID("0c0c0c0c-1111-4222-8333-444455556666")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 HITS = 20
 """Exchanges read per question: enough to fill 10 turns even when hits overlap."""
+EXCHANGE_HITS = 10
+"""The exchange measure keeps this many exchange hits."""
+SEARCH_PAGE = 50
+"""Hits read for the exchange measure: summaries in between must not push exchanges off the page."""
+SCORED_CATEGORIES = (1, 2, 3, 4)
+"""Categories the exchange measure averages over; 5 (adversarial) has no evidence to find."""
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
 _MONTHS = {
@@ -192,6 +206,17 @@ def ranked_turns(
     return out
 
 
+def exchange_turns(index: SearchIndex, question: str, sample: str, entries: dict[str, list[str]]) -> set[str]:
+    """The turns held by the first ``EXCHANGE_HITS`` exchange hits of a terms search."""
+    result = search_history(index, question, match="terms", workspace=f"/locomo/{sample}", limit=SEARCH_PAGE)
+    exchanges = [m for m in result.matches if m.kind == "exchange"][:EXCHANGE_HITS]
+    found: set[str] = set()
+    for match in exchanges:
+        for entry in read_node(index, match.id, limit=1).source.entry_ids:
+            found.update(entries.get(entry, []))
+    return found
+
+
 class Hit:
     def __init__(self, entry_ids: list[str]) -> None:
         self.source_entries = entry_ids
@@ -245,6 +270,11 @@ def main() -> None:
                 value = len(evidence & set(ranked[:k])) / len(evidence)
                 totals[f"all@{k}"].append(value)
                 totals[f"{label}@{k}"].append(value)
+            if qa.get("category") in SCORED_CATEGORIES:
+                found = exchange_turns(index, question, sample, entries)
+                value = len(evidence & found) / len(evidence)
+                totals["exchanges all"].append(value)
+                totals[f"exchanges {label}"].append(value)
     index.close()
     if args.baseline:
         for k, value in plain_bm25(data, texts).items():
@@ -260,6 +290,11 @@ def main() -> None:
             print(
                 f"{label:12} {len(totals[f'{label}@5']):9d} {mean(f'{label}@5'):9.3f} {mean(f'{label}@10'):10.3f}"
             )
+    print(f"\n{'category':12} {'questions':>9} {'exchanges@10':>13}")
+    for label in [*CATEGORIES.values(), "all"]:
+        if totals[f"exchanges {label}"]:
+            print(f"{label:12} {len(totals[f'exchanges {label}']):9d} {mean(f'exchanges {label}'):13.3f}")
+    print(f"exchange recall@10 {mean('exchanges all'):.3f}")
     print(f"recall@5 {mean('all@5'):.3f} recall@10 {mean('all@10'):.3f}")
 
 

@@ -70,6 +70,7 @@ class TestBenchmarks:
         )
         assert 0 == result.returncode, result.stderr
         assert "baseline: plain BM25 over single turns recall@10" in result.stdout
+        assert re.search(r"^exchange recall@10 [01]\.\d{3}$", result.stdout, re.MULTILINE)
         assert re.fullmatch(
             r"recall@5 [01]\.\d{3} recall@10 [01]\.\d{3}", result.stdout.strip().splitlines()[-1]
         )
