@@ -46,6 +46,8 @@ sys.path.insert(0, str(REPO))
 
 from pbot_watch.search.index import RecordFolder, SearchIndex  # noqa: E402
 from pbot_watch.search.queries import read_node, search_history  # noqa: E402
+from pbot_watch.search.ranking import DEFAULT_RANKING, Ranking  # noqa: E402
+from pbot_watch.search.terms import TermRules  # noqa: E402
 from pbot_watch.search.tokens import query_terms, tokens  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -206,15 +208,93 @@ def ranked_turns(
     return out
 
 
-def exchange_turns(index: SearchIndex, question: str, sample: str, entries: dict[str, list[str]]) -> set[str]:
+def exchange_turns(
+    index: SearchIndex,
+    question: str,
+    sample: str,
+    entries: dict[str, list[str]],
+    ranking: Ranking = DEFAULT_RANKING,
+    now: datetime | None = None,
+) -> set[str]:
     """The turns held by the first ``EXCHANGE_HITS`` exchange hits of a terms search."""
-    result = search_history(index, question, match="terms", workspace=f"/locomo/{sample}", limit=SEARCH_PAGE)
+    result = search_history(
+        index,
+        question,
+        match="terms",
+        workspace=f"/locomo/{sample}",
+        limit=SEARCH_PAGE,
+        ranking=ranking,
+        now=now,
+    )
     exchanges = [m for m in result.matches if m.kind == "exchange"][:EXCHANGE_HITS]
     found: set[str] = set()
     for match in exchanges:
         for entry in read_node(index, match.id, limit=1).source.entry_ids:
             found.update(entries.get(entry, []))
     return found
+
+
+def asked_at(conversation: dict[str, Any]) -> datetime:
+    """When the questions are asked: the day after the conversation's last session.
+
+    Relative times in a question ("last year") then mean what they meant to the speakers.
+    """
+    conv = conversation["conversation"]
+    dates = [session_start(v) for k, v in conv.items() if re.fullmatch(r"session_\d+_date_time", k)]
+    return max(dates, default=datetime(2023, 1, 1, tzinfo=UTC)) + timedelta(days=1)
+
+
+def exchange_measure(
+    index: SearchIndex,
+    data: list[dict[str, Any]],
+    entries: dict[str, list[str]],
+    texts: dict[str, str],
+    ranking: Ranking = DEFAULT_RANKING,
+) -> dict[str, list[float]]:
+    """The exchange measure's per-question values, under ``all`` and each category's label."""
+    totals: dict[str, list[float]] = defaultdict(list)
+    for conversation in data:
+        sample = conversation["sample_id"]
+        now = asked_at(conversation)
+        for qa in conversation["qa"]:
+            if qa.get("category") not in SCORED_CATEGORIES:
+                continue
+            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str)}
+            evidence = {e for e in evidence if f"{sample}/{e}" in texts}
+            if not evidence:
+                continue
+            found = exchange_turns(index, str(qa["question"]), sample, entries, ranking, now)
+            value = len(evidence & found) / len(evidence)
+            totals["all"].append(value)
+            totals[CATEGORIES[qa["category"]]].append(value)
+    return totals
+
+
+ABLATION: dict[str, Ranking | TermRules] = {
+    "no stemming": TermRules(stemming=False),
+    "no stop words": TermRules(stop_words=False),
+    "no sides": Ranking(question_weight=1.0, answer_weight=1.0),
+    "no summary lift": Ranking(summary_lift=0.0),
+    "no neighbours": Ranking(neighbours=0.0),
+    "no session name": Ranking(session_name=0.0),
+    "no time match": Ranking(time_match=0.0),
+    "no when/time words": Ranking(when_mentions=0.0),
+    "no expansion": Ranking(expansion=0.0),
+    "BM25 only": Ranking(
+        summary_lift=0.0, neighbours=0.0, session_name=0.0, time_match=0.0, when_mentions=0.0, expansion=0.0
+    ),
+}
+"""Each ranking signal off in turn (term rules need their own index)."""
+
+
+def summary_line(name: str, totals: dict[str, list[float]], reference: float | None = None) -> str:
+    def mean(key: str) -> float:
+        values = totals[key]
+        return sum(values) / len(values) if values else 0.0
+
+    delta = f" ({mean('all') - reference:+.3f})" if reference is not None else ""
+    parts = " ".join(f"{label} {mean(label):.3f}" for label in list(CATEGORIES.values())[:4])
+    return f"{name:22} {mean('all'):.3f}{delta:9} {parts}"
 
 
 class Hit:
@@ -231,8 +311,18 @@ def main() -> None:
     )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--baseline", action="store_true", help="also score a plain BM25 over single turns")
+    parser.add_argument(
+        "--ablation", action="store_true", help="also the exchange measure with each signal off"
+    )
+    parser.add_argument(
+        "--summaries", action="store_true", help="summarize (offline, no model) before searching"
+    )
+    parser.add_argument("--only", help="comma-separated sample ids to keep (e.g. a tuning split)")
     args = parser.parse_args()
     data = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.only:
+        keep = set(args.only.split(","))
+        data = [c for c in data if c["sample_id"] in keep]
     work = args.keep or Path(tempfile.mkdtemp(prefix="pbot-locomo-"))
     sessions, archive, state = work / "sessions", work / "archive", work / "state"
     entries = write_sessions(data, sessions)
@@ -250,6 +340,17 @@ def main() -> None:
     if done.returncode != 0:
         sys.exit(f"pbot-watch index failed: {done.stderr.strip()}")
     print(f"indexed: {done.stdout.strip()}")
+    if args.summaries:
+        done = subprocess.run(
+            [*command, "summarize", "--sessions", str(sessions), "--archive", str(archive)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if done.returncode != 0:
+            sys.exit(f"pbot-watch summarize failed: {done.stderr.strip()}")
+        print(f"summarized: {done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ''}")
 
     index = SearchIndex(work / "search.db")
     index.update_from_archive([RecordFolder(archive, None)])
@@ -270,11 +371,16 @@ def main() -> None:
                 value = len(evidence & set(ranked[:k])) / len(evidence)
                 totals[f"all@{k}"].append(value)
                 totals[f"{label}@{k}"].append(value)
-            if qa.get("category") in SCORED_CATEGORIES:
-                found = exchange_turns(index, question, sample, entries)
-                value = len(evidence & found) / len(evidence)
-                totals["exchanges all"].append(value)
-                totals[f"exchanges {label}"].append(value)
+    exchanges = exchange_measure(index, data, entries, texts)
+    ablations: dict[str, dict[str, list[float]]] = {}
+    if args.ablation:
+        for name, variant in ABLATION.items():
+            if isinstance(variant, TermRules):
+                with SearchIndex(work / f"search-{variant.key.replace(' ', '-')}.db", variant) as other:
+                    other.update_from_archive([RecordFolder(archive, None)])
+                    ablations[name] = exchange_measure(other, data, entries, texts)
+            else:
+                ablations[name] = exchange_measure(index, data, entries, texts, variant)
     index.close()
     if args.baseline:
         for k, value in plain_bm25(data, texts).items():
@@ -292,9 +398,17 @@ def main() -> None:
             )
     print(f"\n{'category':12} {'questions':>9} {'exchanges@10':>13}")
     for label in [*CATEGORIES.values(), "all"]:
-        if totals[f"exchanges {label}"]:
-            print(f"{label:12} {len(totals[f'exchanges {label}']):9d} {mean(f'exchanges {label}'):13.3f}")
-    print(f"exchange recall@10 {mean('exchanges all'):.3f}")
+        if exchanges[label]:
+            print(
+                f"{label:12} {len(exchanges[label]):9d} {sum(exchanges[label]) / len(exchanges[label]):13.3f}"
+            )
+    if ablations:
+        reference = sum(exchanges["all"]) / len(exchanges["all"])
+        print("\nablation (exchange recall@10, change against all signals on, per category)")
+        print(summary_line("all signals", exchanges))
+        for name, values in ablations.items():
+            print(summary_line(name, values, reference))
+    print(f"exchange recall@10 {sum(exchanges['all']) / max(1, len(exchanges['all'])):.3f}")
     print(f"recall@5 {mean('all@5'):.3f} recall@10 {mean('all@10'):.3f}")
 
 

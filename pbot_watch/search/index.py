@@ -15,8 +15,11 @@ Two FTS5 tables serve the two match modes, both contentless (the text is kept on
 ``nodes``): ``nodes_literal`` is a case-sensitive trigram index of the *lower-cased* text, so
 a phrase query of a lower-cased needle of three or more characters returns exactly the nodes
 containing it as a substring; ``nodes_terms`` indexes the pre-tokenised text of
-``tokens.document`` (CJK unigrams and bigrams, words, identifier parts) with the porter
-stemmer, for BM25 ranking and for one- and two-character CJK needles.
+``terms.document`` (CJK unigrams and bigrams, words, identifier parts; English stop words
+dropped and words stemmed by Snowball), for BM25 ranking and for one- and two-character CJK
+needles. It has three columns, so ranking can weigh them: the person's side of an exchange, the
+answer's side, and a summary's text. The rules that made its terms (``TermRules``) are recorded
+beside the schema version: an index made under other rules is rebuilt like an older one.
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import has_lone_surrogate, locale_key, to_well_formed
 from pbot_watch.search.dates import parse_ms
-from pbot_watch.search.tokens import document
+from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
@@ -83,7 +86,8 @@ CREATE TABLE nodes(
   ready INTEGER NOT NULL, completed INTEGER NOT NULL,
   searchable INTEGER NOT NULL,  -- in the FTS tables: a ready exchange or summary with text and dates
   capped INTEGER NOT NULL,  -- text longer than INDEXED_CHARS: not in nodes_literal, only its head in nodes_terms
-  entry_ids TEXT NOT NULL, children TEXT NOT NULL, parents TEXT NOT NULL
+  entry_ids TEXT NOT NULL, children TEXT NOT NULL, parents TEXT NOT NULL,
+  seq INTEGER NOT NULL  -- position in the record's node list: an exchange's neighbours are seq +- 1
 );
 CREATE TABLE node_texts(
   rowid INTEGER PRIMARY KEY,  -- = nodes.rowid
@@ -94,10 +98,14 @@ CREATE INDEX nodes_by_id ON nodes(id);
 CREATE INDEX nodes_by_record ON nodes(record, id);
 CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
 CREATE INDEX nodes_capped ON nodes(capped) WHERE capped;
+CREATE INDEX nodes_by_seq ON nodes(record, seq);
 -- No column sizes: they serve only bm25(), and literal search never ranks.
 CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, tokenize='trigram case_sensitive 1');
--- Exchanges and summaries go in different columns so BM25 can weigh them (bm25() weights).
-CREATE VIRTUAL TABLE nodes_terms USING fts5(exchange, summary, content='', tokenize='porter unicode61 remove_diacritics 2');
+-- The two sides of an exchange and summaries go in different columns so BM25 can weigh them
+-- (bm25() weights). Stemming happens before (terms.py), so the tokenizer only splits.
+CREATE VIRTUAL TABLE nodes_terms USING fts5(question, answer, summary, content='', tokenize='unicode61 remove_diacritics 2');
+-- How many nodes hold a term (its document frequency), for choosing expansion terms.
+CREATE VIRTUAL TABLE nodes_terms_vocab USING fts5vocab(nodes_terms, 'row');
 -- Session files seen while looking for workspaces (header cwd). Raw memory's tables are
 -- pbot_watch/memory/index.py's: it creates them in this database on first use.
 CREATE TABLE session_files(
@@ -186,9 +194,10 @@ def _stat(path: Path) -> os.stat_result | None:
 class SearchIndex:
     """One open search database. Cheap to open; not shared between threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, rules: TermRules = DEFAULT_RULES) -> None:
         self.path = path
-        self.conn = self._functions(self._open(path))
+        self.rules = rules
+        self.conn = self._functions(self._open(path, rules))
         self._unreadable: list[str] = []
 
     # ---- opening ----------------------------------------------------------------------
@@ -197,7 +206,7 @@ class SearchIndex:
         return state_dir / INDEX_FILE
 
     @staticmethod
-    def _open(path: Path) -> sqlite3.Connection:
+    def _open(path: Path, rules: TermRules) -> sqlite3.Connection:
         # normal durability: everything here is rebuilt from the archive after a power cut.
         try:
             conn = connect(path, "normal")
@@ -205,7 +214,7 @@ class SearchIndex:
             pass
         else:
             try:
-                if SearchIndex._version(conn) == SCHEMA_VERSION:
+                if SearchIndex._version(conn) == SCHEMA_VERSION and SearchIndex._rules(conn) == rules.key:
                     return conn
             except sqlite3.DatabaseError:
                 pass
@@ -216,6 +225,7 @@ class SearchIndex:
         with transaction(conn):
             execute_script(conn, _SCHEMA)
             conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("INSERT INTO meta VALUES ('term_rules', ?)", (rules.key,))
         return conn
 
     @staticmethod
@@ -223,6 +233,11 @@ class SearchIndex:
         """SQL functions the queries use: ``holds(text, text_json, needle)``, pbot's literal test."""
         conn.create_function("holds", 3, _holds, deterministic=True)
         return conn
+
+    @staticmethod
+    def _rules(conn: sqlite3.Connection) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'term_rules'").fetchone()
+        return str(row[0]) if row else None
 
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int | None:
@@ -448,8 +463,8 @@ class SearchIndex:
         fts_out: list[tuple[int, str, int]] = []  # (rowid, stored text, level) to take out of FTS
         fts_in: list[tuple[int, str, int]] = []
         next_rowid: int | None = None
-        for raw in nodes:
-            node = _node_values(raw)
+        for seq, raw in enumerate(nodes):
+            node = _node_values(raw, seq)
             if node is None or node["id"] in seen:
                 continue
             seen.add(node["id"])
@@ -484,15 +499,15 @@ class SearchIndex:
         conn.executemany(
             """UPDATE nodes SET kind=:kind, level=:level, from_=:from_, to_=:to_,
                from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
-               searchable=:searchable, capped=:capped, entry_ids=:entry_ids, children=:children, parents=:parents
-               WHERE rowid=:rowid""",
+               searchable=:searchable, capped=:capped, entry_ids=:entry_ids, children=:children, parents=:parents,
+               seq=:seq WHERE rowid=:rowid""",
             updates,
         )
         conn.executemany(
             """INSERT INTO nodes(rowid, record, id, kind, level, from_, to_, from_ms, to_ms, to_key, id_key,
-               ready, completed, searchable, capped, entry_ids, children, parents) VALUES (:rowid, :record, :id,
-               :kind, :level, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
-               :capped, :entry_ids, :children, :parents)""",
+               ready, completed, searchable, capped, entry_ids, children, parents, seq) VALUES (:rowid, :record,
+               :id, :kind, :level, :from_, :to_, :from_ms, :to_ms, :to_key, :id_key, :ready, :completed, :searchable,
+               :capped, :entry_ids, :children, :parents, :seq)""",
             inserts,
         )
         conn.executemany(
@@ -500,10 +515,12 @@ class SearchIndex:
         )
         self._fts_insert(fts_in)
 
-    @staticmethod
-    def _terms_columns(rowid: int, text: str, level: int) -> tuple[int, str, str]:
-        doc = document(text[:INDEXED_CHARS])
-        return (rowid, doc, "") if level == 0 else (rowid, "", doc)
+    def _terms_columns(self, rowid: int, text: str, level: int) -> tuple[int, str, str, str]:
+        head = text[:INDEXED_CHARS]
+        if level != 0:
+            return rowid, "", "", document(head, self.rules)
+        question, answer = exchange_sides(head)
+        return rowid, document(question, self.rules), document(answer, self.rules), ""
 
     def _fts_insert(self, rows: list[tuple[int, str, int]]) -> None:
         """Index these (row id, stored text, level) in both FTS tables (see ``INDEXED_CHARS``)."""
@@ -512,7 +529,7 @@ class SearchIndex:
             [(rowid, text.lower()) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS],
         )
         self.conn.executemany(
-            "INSERT INTO nodes_terms(rowid, exchange, summary) VALUES (?, ?, ?)",
+            "INSERT INTO nodes_terms(rowid, question, answer, summary) VALUES (?, ?, ?, ?)",
             [self._terms_columns(*row) for row in rows],
         )
 
@@ -523,7 +540,7 @@ class SearchIndex:
             [(rowid, text.lower()) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS],
         )
         self.conn.executemany(
-            "INSERT INTO nodes_terms(nodes_terms, rowid, exchange, summary) VALUES ('delete', ?, ?, ?)",
+            "INSERT INTO nodes_terms(nodes_terms, rowid, question, answer, summary) VALUES ('delete', ?, ?, ?, ?)",
             [self._terms_columns(*row) for row in rows],
         )
 
@@ -579,7 +596,7 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _node_values(raw: Any) -> dict[str, Any] | None:
+def _node_values(raw: Any, seq: int) -> dict[str, Any] | None:
     """A record node as row values, or ``None`` for a node we cannot use (no id)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
         return None
@@ -614,4 +631,5 @@ def _node_values(raw: Any) -> dict[str, Any] | None:
         "entry_ids": json.dumps(_strs(raw.get("entryIds"))),
         "children": json.dumps(_strs(raw.get("children"))),
         "parents": json.dumps(_strs(raw.get("parents"))),
+        "seq": seq,
     }

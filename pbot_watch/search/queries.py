@@ -8,7 +8,8 @@ node with an unparseable date never appears), hits are ordered newest first by `
 id (``localeCompare``), and the snippet is 400 UTF-16 units starting 80 before the hit. The
 difference is speed: FTS5 finds the candidates instead of a scan of every record.
 
-``terms`` mode ranks by BM25 over the pre-tokenised text (see ``tokens.py``).
+``terms`` mode ranks by BM25 over the ranking terms (``terms.py``), then by what the archive
+knows around each hit (``ranking.py``).
 
 ``read_node`` is pbot's ``read``: text paged in UTF-16 units, never splitting a surrogate pair
 (with pbot's exact adjustments), parents and a page of 20 children with previews, and the
@@ -25,6 +26,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,10 @@ from pbot_watch.search.models import (
     SearchMatch,
     SearchResult,
 )
-from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms
+from pbot_watch.search.ranking import DEFAULT_RANKING, Ranking, drop_time_words, rank
+from pbot_watch.search.terms import query_terms
+from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk
+from pbot_watch.search.when import time_intent
 
 DEFAULT_SEARCH_LIMIT = 20
 MAX_SEARCH_LIMIT = 50
@@ -56,12 +61,6 @@ CHILDREN_PAGE = 20
 SNIPPET_BEFORE = 80
 SNIPPET_LENGTH = 400
 PREVIEW_LENGTH = 100
-
-# BM25 ranking (terms): the relevance FTS5 computes is multiplied by these. Exchanges are the
-# original words, so they lead; a summary paraphrases four or more nodes and mostly repeats
-# what its exchanges already matched, so it follows unless it matches clearly better.
-EXCHANGE_RANK_WEIGHT = 1.0
-SUMMARY_RANK_WEIGHT = 0.7
 
 MIN_TRIGRAM_CHARS = 3
 """A trigram index answers substrings of three characters or more; shorter ones need other means."""
@@ -83,8 +82,6 @@ WALK_DENSITY = 0.02
 text finds a page sooner than sorting every hit (common words: a page is ~1/density rows away)."""
 COMMON_TERM_SHARE = 0.25
 """A query term in more than this share of nodes is dropped when the query has rarer terms."""
-TERMS_TIE_MARGIN = 64
-"""Extra BM25 candidates fetched so hits of equal score can be ordered newest first, as with filters."""
 
 
 def _exact_text(row: Sequence[Any]) -> str:
@@ -270,10 +267,14 @@ def search_history(
     offset: int = 0,
     limit: int = DEFAULT_SEARCH_LIMIT,
     folders: Sequence[Path] | None = None,
+    ranking: Ranking = DEFAULT_RANKING,
+    now: datetime | None = None,
 ) -> SearchResult:
     """Search exchanges and ready summaries (or list sessions when ``query`` is empty).
 
     ``folders`` limits the search to records from these record folders (None: all indexed).
+    ``ranking`` weighs the rules of ``terms`` ranking; ``now`` anchors relative times in a
+    ``terms`` query ("last May"; default: the clock).
     """
     _check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
     after, before = time_range(from_, to)
@@ -284,7 +285,7 @@ def search_history(
     if not needle:
         return _sessions(index, query, match, filt, offset, limit)
     if match == "terms":
-        return _terms(index, query, filt, offset, limit)
+        return _terms(index, query, filt, offset, limit, ranking, now)
     if has_lone_surrogate(needle):
         # Half a character: SQLite cannot take it, and the index holds U+FFFD in its place.
         return _scan(index, query, filt, offset, limit, needle)
@@ -486,7 +487,8 @@ def _drop_common(index: SearchIndex, terms: list[str], filt: _Filter) -> list[st
             ).fetchone()[0]
             for t in terms
         }
-    rare = [t for t in terms if counts[t] <= limit]
+    # A term no node has weighs nothing either way: it must not make the others look common.
+    rare = [t for t in terms if 0 < counts[t] <= limit]
     return rare or terms
 
 
@@ -496,59 +498,43 @@ def _with(filt: _Filter, **params: Any) -> _Filter:
     return copy
 
 
-def _terms(index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int) -> SearchResult:
-    terms = _drop_common(index, query_terms(query), filt)
+def _terms(
+    index: SearchIndex,
+    query: str,
+    filt: _Filter,
+    offset: int,
+    limit: int,
+    ranking: Ranking,
+    now: datetime | None,
+) -> SearchResult:
+    intent = time_intent(query, now or datetime.now(UTC))
+    terms = query_terms(query, index.rules)
+    if ranking.time_match > 0:
+        terms = drop_time_words(terms, intent)
+    terms = _drop_common(index, terms, filt)
     if not terms:
         return SearchResult(query=query, match="terms", matches=[], total=0, next_offset=None)
-    fts = fts_any(terms)
-    weights = {"fts": fts, "w0": EXCHANGE_RANK_WEIGHT, "ws": SUMMARY_RANK_WEIGHT}
-    score = "-bm25(nodes_terms, :w0, :ws)"
-    best: list[Any] = []
-    if not filt.narrowing:
-        # No filter: let FTS5 rank on its own (it keeps only the best rows); ties are then
-        # ordered newest first exactly as the filtered query does. If ties run past the rows
-        # fetched, the cut could be arbitrary: then the full query below decides.
-        want = offset + limit + TERMS_TIE_MARGIN
-        best = index.conn.execute(
-            f"SELECT rowid, {score} AS score FROM nodes_terms WHERE nodes_terms MATCH :fts "
-            "ORDER BY bm25(nodes_terms, :w0, :ws) LIMIT :n",
-            {**weights, "n": want},
-        ).fetchall()
-        edge = offset + limit - 1
-        if len(best) == want and edge < len(best) and math.isclose(best[edge][1], best[-1][1], rel_tol=1e-12):
-            best = []
-            filt.narrowing = True
+    where = filt.where("n.searchable = 1") if filt.narrowing else ""
+    ranked = rank(index, terms, intent, where, filt.params, ranking, offset + limit)
     if filt.narrowing:
-        filt.params.update(weights)
-        where = filt.where("n.searchable = 1", "nodes_terms MATCH :fts")
-        source = "FROM nodes_terms JOIN nodes n ON n.rowid = nodes_terms.rowid JOIN records r ON r.rowid = n.record"
-        total = index.conn.execute(f"SELECT count(*) {source} WHERE {where}", filt.params).fetchone()[0]
-        ranked = index.conn.execute(
-            f"SELECT n.rowid, {score} AS score {source} WHERE {where} "
-            "ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
-            {**filt.params, "limit": limit, "offset": offset},
-        ).fetchall()
+        fts = "n.rowid IN (SELECT rowid FROM nodes_terms WHERE nodes_terms MATCH :fts)"
+        matching = _count(index, _with(filt, fts=fts_any(terms)), ["n.searchable = 1", fts])
     else:
-        total = index.conn.execute(
-            "SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts,)
+        matching = index.conn.execute(
+            "SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_any(terms),)
         ).fetchone()[0]
-        keys = {
-            rowid: (to_key, id_key)
-            for rowid, to_key, id_key in index.conn.execute(
-                f"SELECT rowid, to_key, id_key FROM nodes WHERE rowid IN ({','.join('?' * len(best))})",
-                [r for r, _ in best],
-            )
-        }
-        best.sort(key=lambda r: keys[r[0]][1])
-        best.sort(key=lambda r: keys[r[0]][0], reverse=True)
-        best.sort(key=lambda r: r[1], reverse=True)
-        ranked = best[offset : offset + limit]
-    scores = dict(ranked)
+    # The ranking looks at the best BM25 hits and the nodes its rules add around them; the
+    # count says how many match the words, plus those the rules added.
+    added = sum(1 for _, score in ranked if score > 0) - min(matching, len(ranked))
+    total = max(len(ranked), matching + max(0, added))
+    page = ranked[offset : offset + limit]
+    scores = dict(page)
+    words = [w.lower() for w in query.split() if w.strip()]
     matches = []
-    for row in _rows(index, [r for r, _ in ranked]):
+    for row in _rows(index, [r for r, _ in page]):
         text = _exact_text(row)
         lowered = text.lower()
-        hits = [h for h in (_utf16_index(lowered, t) for t in terms) if h >= 0]
+        hits = [h for h in (_utf16_index(lowered, t) for t in [*terms, *words]) if h >= 0]
         matches.append(
             _match(index, row, snippet_at(text, min(hits) if hits else 0), round(scores[row[0]], 6))
         )

@@ -1,0 +1,252 @@
+"""Ranking terms: the tokens of ``tokens.py`` with English stop words dropped and words stemmed.
+
+``tokens.py`` decides what a word is in every script (CJK unigrams and bigrams, identifier
+parts); this module decides which words *mean* something to a ranking and which forms are the
+same word. An agent half remembers "we were debugging the stemmer", and the exchange said
+"debug the stemming": Snowball's English stemmer (Porter2, through PyStemmer's C code) maps
+both to ``debug`` and ``stem``. Function words are left out of the ranking index altogether:
+they match nearly every exchange, add nothing to BM25 but work, and a query made only of them
+("what was it") has nothing to look for, so it finds nothing rather than everything.
+
+Only the ``terms`` index goes through here; literal search and raw memory keep their own
+tokens. Pure: no I/O, no SQLite.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import Stemmer  # type: ignore[import-not-found]  # PyStemmer ships no type information
+
+from pbot_watch.history.exchanges import ASSISTANT_LABEL
+from pbot_watch.search.tokens import query_terms as query_tokens
+from pbot_watch.search.tokens import tokens
+
+# Snowball's English stop word list, plus the pieces our tokenizer makes of contractions
+# ("don't" -> "don t", "I'm" -> "i m") and the modal verbs of the former query list.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "aren",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "cannot",
+        "could",
+        "couldn",
+        "d",
+        "did",
+        "didn",
+        "do",
+        "does",
+        "doesn",
+        "doing",
+        "don",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "hadn",
+        "has",
+        "hasn",
+        "have",
+        "haven",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "isn",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "let",
+        "ll",
+        "m",
+        "me",
+        "more",
+        "most",
+        "mustn",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "ought",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "re",
+        "s",
+        "same",
+        "shan",
+        "she",
+        "should",
+        "shouldn",
+        "so",
+        "some",
+        "such",
+        "t",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "ve",
+        "very",
+        "was",
+        "wasn",
+        "we",
+        "were",
+        "weren",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "won",
+        "wouldn",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TermRules:
+    """How text becomes ranking terms; part of what the index stores, so a change rebuilds it."""
+
+    stemming: bool = True
+    stop_words: bool = True
+
+    @property
+    def key(self) -> str:
+        """A short tag the index records, so an index built under other rules is rebuilt."""
+        return f"snowball-en:{int(self.stemming)} stop-en:{int(self.stop_words)}"
+
+
+DEFAULT_RULES = TermRules()
+
+
+@functools.cache
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
+
+
+@functools.lru_cache(maxsize=100_000)
+def stem(token: str) -> str:
+    """A token's English stem; tokens that are not plain ASCII words pass unchanged.
+
+    Digits, CJK and other scripts are left alone: the English rules would only mangle them.
+    """
+    if token.isascii() and token.isalpha() and len(token) > 2:
+        return str(_stemmer().stemWord(token))
+    return token
+
+
+def terms(text: str, rules: TermRules = DEFAULT_RULES) -> list[str]:
+    """Every ranking term of ``text``, in order, with repetitions (BM25 counts them)."""
+    out = tokens(text)
+    if rules.stop_words:
+        out = [t for t in out if t not in STOP_WORDS]
+    if rules.stemming:
+        out = [stem(t) for t in out]
+    return out
+
+
+def document(text: str, rules: TermRules = DEFAULT_RULES) -> str:
+    """What the ``terms`` index stores for ``text``: its ranking terms separated by spaces."""
+    return " ".join(terms(text, rules))
+
+
+def query_terms(query: str, rules: TermRules = DEFAULT_RULES) -> list[str]:
+    """The distinct ranking terms of a ``terms`` query, in order; empty when only stop words."""
+    out = query_tokens(query)
+    if rules.stop_words:
+        out = [t for t in out if t not in STOP_WORDS]
+    if rules.stemming:
+        out = [stem(t) for t in out]
+    return list(dict.fromkeys(out))
+
+
+def exchange_sides(text: str) -> tuple[str, str]:
+    """An exchange's text cut where the answer starts: (the person's side, the answer's side).
+
+    The cut is the last answer label, the one ``history/exchanges.py`` writes before the answer.
+    Each side keeps its label, so the CJK characters of the labels stay in the index exactly as
+    before (literal search answers one- and two-character CJK needles from this index).
+    """
+    position = text.rfind(ASSISTANT_LABEL)
+    if position < 0:
+        return text, ""
+    return text[:position], text[position:]
