@@ -71,6 +71,8 @@ CREATE TABLE records(
 );
 CREATE INDEX records_by_session ON records(session_id);
 CREATE INDEX records_by_folder ON records(folder);
+-- Session names as ranking terms (rowid = records.rowid): a name that holds query terms lifts its hits.
+CREATE VIRTUAL TABLE records_terms USING fts5(name, tokenize='unicode61 remove_diacritics 2');
 -- The explicit integer key is what both contentless FTS tables use as their rowid. Rows are
 -- kept narrow (the text lives in node_texts) because filtering and ordering thousands of
 -- candidates reads these rows, and wide rows with overflow pages made that the slowest step.
@@ -106,6 +108,15 @@ CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, to
 CREATE VIRTUAL TABLE nodes_terms USING fts5(question, answer, summary, content='', tokenize='unicode61 remove_diacritics 2');
 -- How many nodes hold a term (its document frequency), for choosing expansion terms.
 CREATE VIRTUAL TABLE nodes_terms_vocab USING fts5vocab(nodes_terms, 'row');
+-- The best nodes of each common term (search/pools.py), valid while the generation is the same:
+-- every change of node_texts (and so of the FTS tables) bumps it.
+CREATE TABLE term_pools(key TEXT PRIMARY KEY, generation INTEGER NOT NULL, rowids BLOB NOT NULL, scores BLOB NOT NULL);
+CREATE TRIGGER node_texts_inserted AFTER INSERT ON node_texts
+  BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER node_texts_updated AFTER UPDATE ON node_texts
+  BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER node_texts_deleted AFTER DELETE ON node_texts
+  BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
 -- Session files seen while looking for workspaces (header cwd). Raw memory's tables are
 -- pbot_watch/memory/index.py's: it creates them in this database on first use.
 CREATE TABLE session_files(
@@ -226,6 +237,7 @@ class SearchIndex:
             execute_script(conn, _SCHEMA)
             conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             conn.execute("INSERT INTO meta VALUES ('term_rules', ?)", (rules.key,))
+            conn.execute("INSERT INTO meta VALUES ('generation', 0)")
         return conn
 
     @staticmethod
@@ -437,6 +449,11 @@ class SearchIndex:
                 "mtime_ns=? WHERE rowid=?",
                 (*values, rowid),
             )
+        self.conn.execute("DELETE FROM records_terms WHERE rowid = ?", (rowid,))
+        self.conn.execute(
+            "INSERT INTO records_terms(rowid, name) VALUES (?, ?)",
+            (rowid, document(storable(name)[0], self.rules)),
+        )
         self._replace_nodes(rowid, record["nodes"])
         return True
 
@@ -550,6 +567,7 @@ class SearchIndex:
             return
         self._replace_nodes(row[0], [])
         self.conn.execute("DELETE FROM records WHERE rowid = ?", (row[0],))
+        self.conn.execute("DELETE FROM records_terms WHERE rowid = ?", (row[0],))
 
     def _drop_folder(self, path: Path) -> None:
         for (record_path,) in self.conn.execute(
@@ -566,6 +584,7 @@ class SearchIndex:
             self.conn.execute("DELETE FROM nodes")
             self.conn.execute("DELETE FROM node_texts")
             self.conn.execute("DELETE FROM records")
+            self.conn.execute("DELETE FROM records_terms")
             self.conn.execute("DELETE FROM folders")
         return self.update_from_archive(folders)
 

@@ -523,10 +523,9 @@ def _terms(
         matching = index.conn.execute(
             "SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_any(terms),)
         ).fetchone()[0]
-    # The ranking looks at the best BM25 hits and the nodes its rules add around them; the
-    # count says how many match the words, plus those the rules added.
-    added = sum(1 for _, score in ranked if score > 0) - min(matching, len(ranked))
-    total = max(len(ranked), matching + max(0, added))
+    # The ranking looks at the best BM25 hits (at least offset + limit of them) and the nodes
+    # its rules add around them: the total is what matches the words, or more when rules add.
+    total = max(len(ranked), matching)
     page = ranked[offset : offset + limit]
     scores = dict(page)
     words = [w.lower() for w in query.split() if w.strip()]

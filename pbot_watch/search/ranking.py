@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pbot_watch.search.pools import node_counts, term_pool
 from pbot_watch.search.terms import STOP_WORDS, stem, terms
-from pbot_watch.search.tokens import fts_any, is_cjk
+from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk
 from pbot_watch.search.when import TimeIntent, mentions_time
 
 if TYPE_CHECKING:
@@ -46,8 +47,10 @@ class Ranking:
     """BM25 column weight of the answer's side."""
     summary_weight: float = 0.7
     """BM25 column weight of summaries: they paraphrase, so they follow unless they match clearly better."""
-    summary_lift: float = 0.5
-    """Share of a matching summary's score that each exchange under it receives."""
+    summary_lift: float = 0.1
+    """Share of a matching summary's score that each exchange under it receives. Small: measured
+    with the offline summarizer, whose summaries repeat their exchanges' words, a larger share
+    mostly counts those words twice and costs recall; a model's summaries may deserve more."""
     neighbours: float = 0.3
     """Share of the better neighbour's score an exchange receives."""
     session_name: float = 0.3
@@ -64,6 +67,10 @@ class Ranking:
     """Expansion terms added to the query."""
     pool: int = 200
     """BM25 hits each rule looks at; rules may add nodes around them."""
+    common_term_nodes: int = 1000
+    """A term in more nodes than this is scored from its pool of best nodes (``pools.py``)."""
+    term_pool: int = 1000
+    """Nodes kept in a common term's pool: far more than a page, so the best hits are in it."""
 
 
 DEFAULT_RANKING = Ranking()
@@ -72,10 +79,13 @@ _LIFTED_SUMMARIES = 20
 """Summaries in the pool whose exchanges get a lift: the best ones; the rest add little."""
 _NEIGHBOURED = 50
 """Exchanges whose neighbours are looked up: the best ones."""
+_EXPANSION_CANDIDATES = 4
+"""Candidate terms looked at per expansion term wanted, the most used in the best hits first."""
 _EXPANSION_MIN_DF = 2
 """An expansion term must be in at least this many nodes: one only its own exchange has finds nothing new."""
 _EXPANSION_MAX_SHARE = 0.1
-"""Nor in more than this share of all nodes: a common term cannot tell one topic from another."""
+"""Nor in more than this share of all nodes (nor a common term, ``Ranking.common_term_nodes``):
+a common term cannot tell one topic from another."""
 
 
 @dataclass
@@ -90,27 +100,60 @@ class Candidate:
 def _bm25(
     index: SearchIndex, query_terms: list[str], where: str, params: dict[str, Any], ranking: Ranking, n: int
 ) -> dict[int, float]:
-    """The ``n`` best nodes in scope for ``query_terms`` and their BM25 (higher is better)."""
+    """The ``n`` best nodes in scope for ``query_terms`` and their BM25 (higher is better).
+
+    Common terms are scored from their pools (``pools.py``), the others exactly; a scope the
+    pools barely reach (a small workspace) is scored exactly, which is cheap for it anyway.
+    """
     if not query_terms:
         return {}
-    weights: dict[str, Any] = {
+    weights = (ranking.question_weight, ranking.answer_weight, ranking.summary_weight)
+    counts = node_counts(index, query_terms, ranking.common_term_nodes + 1)
+    common = [t for t in query_terms if counts[t] > ranking.common_term_nodes]
+    if not common:
+        return _exact_bm25(index, query_terms, where, params, weights, n)
+    rare = [t for t in query_terms if 0 < counts[t] <= ranking.common_term_nodes]
+    scores = _exact_bm25(index, rare, "", {}, weights, None) if rare else {}
+    for term in common:
+        for rowid, part in term_pool(index, term, weights, ranking.term_pool).items():
+            scores[rowid] = scores.get(rowid, 0.0) + part
+    if where:
+        scores = {r: scores[r] for r in _in_scope(index, list(scores), where, params)}
+        if len(scores) < n:
+            return _exact_bm25(index, query_terms, where, params, weights, n)
+    return _best_of(index, scores, n)
+
+
+def _exact_bm25(
+    index: SearchIndex,
+    query_terms: list[str],
+    where: str,
+    params: dict[str, Any],
+    weights: tuple[float, float, float],
+    n: int | None,
+) -> dict[int, float]:
+    """FTS5's BM25 of every node in scope holding a query term: the best ``n`` (None: all)."""
+    values: dict[str, Any] = {
         "fts": fts_any(query_terms),
-        "wq": ranking.question_weight,
-        "wa": ranking.answer_weight,
-        "ws": ranking.summary_weight,
-        "n": n,
+        "wq": weights[0],
+        "wa": weights[1],
+        "ws": weights[2],
+        "n": -1 if n is None else n,
     }
     score = "-bm25(nodes_terms, :wq, :wa, :ws)"
     if not where:
+        if n is None:
+            sql = f"SELECT rowid, {score} FROM nodes_terms WHERE nodes_terms MATCH :fts"
+            return dict(index.conn.execute(sql, values).fetchall())
         # The whole index: FTS5 ranks on its own, without reading node rows. One more row than
         # wanted tells whether ties run past the cut; then the cut would be arbitrary, and the
         # query below orders the ties newest first, as with a filter.
         found = index.conn.execute(
             f"SELECT rowid, {score} FROM nodes_terms WHERE nodes_terms MATCH :fts "
             "ORDER BY bm25(nodes_terms, :wq, :wa, :ws) LIMIT :n + 1",
-            weights,
+            values,
         ).fetchall()
-        if len(found) <= n or not math.isclose(found[n - 1][1], found[n][1], rel_tol=1e-12):
+        if len(found) <= n or found[n - 1][1] != found[n][1]:
             return dict(found[:n])
         where = "1"
     sql = (
@@ -118,7 +161,37 @@ def _bm25(
         f"JOIN records r ON r.rowid = n.record WHERE nodes_terms MATCH :fts AND {where} "
         "ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :n"
     )
-    return dict(index.conn.execute(sql, {**params, **weights}).fetchall())
+    return dict(index.conn.execute(sql, {**params, **values}).fetchall())
+
+
+def _in_scope(index: SearchIndex, rowids: list[int], where: str, params: dict[str, Any]) -> set[int]:
+    out: set[int] = set()
+    for start in range(0, len(rowids), 500):
+        chunk = {f"r{i}": rowid for i, rowid in enumerate(rowids[start : start + 500])}
+        marks = ",".join(f":{name}" for name in chunk)
+        out.update(
+            r
+            for (r,) in index.conn.execute(
+                f"SELECT n.rowid FROM nodes n JOIN records r ON r.rowid = n.record "
+                f"WHERE n.rowid IN ({marks}) AND {where}",
+                {**params, **chunk},
+            )
+        )
+    return out
+
+
+def _best_of(index: SearchIndex, scores: dict[int, float], n: int) -> dict[int, float]:
+    """The ``n`` best of ``scores``; ties at the cut go newest first, as everywhere in search."""
+    ordered = sorted(scores.items(), key=lambda item: -item[1])
+    if len(ordered) <= n:
+        return dict(ordered)
+    edge = ordered[n - 1][1]
+    head = [item for item in ordered if item[1] > edge]
+    tied = [item for item in ordered if item[1] == edge]
+    rows = _node_rows(index, [rowid for rowid, _ in tied])
+    tied.sort(key=lambda item: rows[item[0]].id_key)
+    tied.sort(key=lambda item: rows[item[0]].to_key, reverse=True)
+    return dict(head + tied[: n - len(head)])
 
 
 def _normalised(scores: dict[int, float]) -> dict[int, float]:
@@ -242,15 +315,19 @@ def expansion_terms(
             weights[term] = weights.get(term, 0.0) + count / len(words)
     own = set(query_terms)
     total = max(1, int(index.conn.execute("SELECT coalesce(max(rowid), 0) FROM nodes").fetchone()[0]))
+    most = min(int(_EXPANSION_MAX_SHARE * total), ranking.common_term_nodes)
     scored: list[tuple[float, str]] = []
     ordered = sorted(weights.items(), key=lambda item: (-item[1], item[0]))
-    for term, weight in ordered[: 4 * ranking.expansion_terms + 16]:
-        # Numbers, single CJK characters and two-letter words ("ok", "go") name no topic.
-        if term in own or term.isdigit() or len(term) < (2 if is_cjk(term[0]) else 3):
-            continue
-        row = index.conn.execute("SELECT doc FROM nodes_terms_vocab WHERE term = ?", (term,)).fetchone()
-        df = row[0] if row else 0
-        if df < _EXPANSION_MIN_DF or df > _EXPANSION_MAX_SHARE * total:
+    # Numbers, single CJK characters and two-letter words ("ok", "go") name no topic.
+    candidates = [
+        (term, weight)
+        for term, weight in ordered
+        if term not in own and not term.isdigit() and len(term) >= (2 if is_cjk(term[0]) else 3)
+    ]
+    # Counting a term's nodes walks its node list: only the most used candidates are counted.
+    for term, weight in candidates[: _EXPANSION_CANDIDATES * ranking.expansion_terms]:
+        df = node_counts(index, [term], most + 1)[term]
+        if df < _EXPANSION_MIN_DF or df > most:
             continue
         scored.append((weight * math.log(total / df), term))
     scored.sort(key=lambda x: (-x[0], x[1]))
@@ -305,19 +382,15 @@ def _lift_names(
     weight: float,
 ) -> None:
     """Hits in a session whose name holds query terms gain ``weight`` times the share it holds."""
-    records = {rows[c.rowid].record for c in cands.values()}
     shares: dict[int, float] = {}
-    wanted = set(query_terms)
-    for start in range(0, len(records), 500):
-        chunk = sorted(records)[start : start + 500]
-        for record, name in index.conn.execute(
-            f"SELECT rowid, name FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+    for term in query_terms:
+        for (record,) in index.conn.execute(
+            "SELECT rowid FROM records_terms WHERE records_terms MATCH ?", (fts_quote(term),)
         ):
-            found = wanted & set(terms(name, index.rules))
-            if found:
-                shares[record] = len(found) / len(wanted)
-    for c in cands.values():
-        c.score += weight * shares.get(rows[c.rowid].record, 0.0)
+            shares[record] = shares.get(record, 0.0) + 1 / len(query_terms)
+    if shares:
+        for c in cands.values():
+            c.score += weight * shares.get(rows[c.rowid].record, 0.0)
 
 
 def _lift_neighbours(

@@ -161,3 +161,30 @@ class TestExpansion:
         session(folder, "c", FILLER, day="2026-11-04")
         ranking = Ranking(expansion=0.0)
         assert [exchange_id(first, 0)] == ids(index, folder, "kubernetes", ranking=ranking)
+
+
+POOLED = Ranking(common_term_nodes=1, term_pool=10_000)
+"""Every term counts as common, and its pool holds every node."""
+EXACT = Ranking(common_term_nodes=10**9)
+"""No term counts as common: every node is scored by FTS5."""
+
+
+class TestPools:
+    def test_pooled_scores_equal_exact_scores(self, index: SearchIndex, folder: Path) -> None:
+        """Scores added up from whole term pools are the scores FTS5 gives the whole query."""
+        session(folder, "a", FILLER[:12])
+        session(folder, "b", FILLER[12:], day="2026-11-03")
+        index.update_from_archive([RecordFolder(folder, None)])
+
+        def ranked(ranking: Ranking) -> list[tuple[str, float]]:
+            result = search_history(index, "weather morning sun", match="terms", limit=50, ranking=ranking)
+            return [(m.id, round(m.score or 0.0, 4)) for m in result.matches]
+
+        assert ranked(EXACT) == ranked(POOLED)
+
+    def test_pool_is_recomputed_after_the_index_changes(self, index: SearchIndex, folder: Path) -> None:
+        """A node written after a pool was kept is found by the next query."""
+        session(folder, "a", FILLER[:12])
+        assert ids(index, folder, "weather", ranking=POOLED)
+        newer = session(folder, "b", [qa("Weather weather weather", "Weather.")], day="2026-11-03")
+        assert exchange_id(newer, 0) == ids(index, folder, "weather", ranking=POOLED)[0]
