@@ -51,7 +51,10 @@ class SearchMatch(NodeBrief):
     exchanges: list[str] = Field(
         description="for a summary: every exchange it covers, in order; for an exchange: itself; else empty"
     )
-    score: float | None = Field(None, description="terms: BM25 relevance (higher is better); literal: null")
+    score: float | None = Field(
+        None,
+        description="terms: relevance, BM25 (the best hit 1.0) plus the ranking rules; higher is better; literal: null",
+    )
 
 
 class SearchResult(_Shape):
