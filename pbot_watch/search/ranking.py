@@ -75,6 +75,8 @@ class Ranking:
 
 DEFAULT_RANKING = Ranking()
 
+_ALL_COMMON_NODES = 4000
+"""Nodes holding every common term of a query that are scored exactly; more cost more than pools save."""
 _LIFTED_SUMMARIES = 20
 """Summaries in the pool whose exchanges get a lift: the best ones; the rest add little."""
 _NEIGHBOURED = 50
@@ -113,10 +115,17 @@ def _bm25(
     if not common:
         return _exact_bm25(index, query_terms, where, params, weights, n)
     rare = [t for t in query_terms if 0 < counts[t] <= ranking.common_term_nodes]
-    scores = _exact_bm25(index, rare, "", {}, weights, None) if rare else {}
+    rare_scores = _exact_bm25(index, rare, "", {}, weights, None) if rare else {}
+    scores = dict(rare_scores)
     for term in common:
         for rowid, part in term_pool(index, term, weights, ranking.term_pool).items():
             scores[rowid] = scores.get(rowid, 0.0) + part
+    if len(common) > 1 and _holding_all(index, common, _ALL_COMMON_NODES) <= _ALL_COMMON_NODES:
+        # A node with every common term, each moderately often, can be in no term's pool and
+        # still be the best hit: the nodes holding them all get their exact common part, when
+        # they are few enough to score quickly.
+        for rowid, part in _exact_bm25(index, common, "", {}, weights, ranking.term_pool, every=True).items():
+            scores[rowid] = rare_scores.get(rowid, 0.0) + part
     if where:
         scores = {r: scores[r] for r in _in_scope(index, list(scores), where, params)}
         if len(scores) < n:
@@ -131,10 +140,16 @@ def _exact_bm25(
     params: dict[str, Any],
     weights: tuple[float, float, float],
     n: int | None,
+    *,
+    every: bool = False,
 ) -> dict[int, float]:
-    """FTS5's BM25 of every node in scope holding a query term: the best ``n`` (None: all)."""
+    """FTS5's BM25 of the nodes in scope holding a query term (``every``: all of them).
+
+    The best ``n`` (None: all). BM25 adds up per term, so the score of a node holding every
+    term is the same whichever way the terms are joined.
+    """
     values: dict[str, Any] = {
-        "fts": fts_any(query_terms),
+        "fts": " AND ".join(map(fts_quote, query_terms)) if every else fts_any(query_terms),
         "wq": weights[0],
         "wa": weights[1],
         "ws": weights[2],
@@ -162,6 +177,15 @@ def _exact_bm25(
         "ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :n"
     )
     return dict(index.conn.execute(sql, {**params, **values}).fetchall())
+
+
+def _holding_all(index: SearchIndex, query_terms: list[str], cap: int) -> int:
+    """How many nodes hold every one of ``query_terms``, counting no further than ``cap + 1``."""
+    row = index.conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM nodes_terms WHERE nodes_terms MATCH ? LIMIT ?)",
+        (" AND ".join(map(fts_quote, query_terms)), cap + 1),
+    ).fetchone()
+    return int(row[0])
 
 
 def _in_scope(index: SearchIndex, rowids: list[int], where: str, params: dict[str, Any]) -> set[int]:
