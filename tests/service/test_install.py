@@ -111,11 +111,12 @@ class TestSystemdInstall:
         assert oct(world.unit.stat().st_mode & 0o777) == "0o644"
 
     def test_service_runs_at_background_priority(self, world: Env) -> None:
-        """The unit runs the service niced, with idle-class disk I/O (a first run reads the whole history)."""
-        world.add_tool("systemctl")
-        assert world.run("install", "--manager", "systemd").returncode == 0
-        values = unit_values(world.unit.read_text())
-        assert (["10"], ["idle"]) == (values["Nice"], values["IOSchedulingClass"])
+        """The unit runs the service niced, batch-scheduled, with idle-class disk I/O (a first run reads the whole history)."""
+        result = world.run("install", "--manager", "systemd", "--print")
+        assert result.returncode == 0, result.stderr
+        values = unit_values(result.stdout)
+        expected = (["10"], ["batch"], ["idle"])
+        assert expected == (values["Nice"], values["CPUSchedulingPolicy"], values["IOSchedulingClass"])
 
     def test_exec_start_is_absolute_and_runs(self, world: Env) -> None:
         """ExecStart names an executable that exists and answers, with no PATH needed."""
@@ -295,6 +296,13 @@ class TestSystemdUninstallAndStatus:
 
 
 class TestLaunchd:
+    def test_agent_runs_at_background_priority(self, world: Env) -> None:
+        """The agent is a background process, niced, with low-priority disk I/O."""
+        result = world.run("install", "--manager", "launchd", "--print")
+        assert result.returncode == 0, result.stderr
+        agent = plistlib.loads(result.stdout.encode())
+        assert ("Background", 10, True) == (agent["ProcessType"], agent["Nice"], agent["LowPriorityIO"])
+
     def test_install_writes_a_valid_plist_and_bootstraps(self, world: Env) -> None:
         """The agent plist is valid, runs pbot-watch with an absolute path, and is bootstrapped in gui/$UID."""
         world.add_tool("launchctl")
@@ -305,7 +313,6 @@ class TestLaunchd:
         assert agent["ProgramArguments"] == [str(SCRIPT), "run"]
         assert agent["RunAtLoad"] is True
         assert agent["KeepAlive"] == {"SuccessfulExit": False}
-        assert ("Background", 10, True) == (agent["ProcessType"], agent["Nice"], agent["LowPriorityIO"])
         assert agent["EnvironmentVariables"]["PI_CODING_AGENT_DIR"] == str(world.home / ".pi" / "agent")
         log_file = Path(agent["StandardOutPath"])
         assert log_file.parent.is_dir()
