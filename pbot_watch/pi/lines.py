@@ -41,6 +41,7 @@ class LineSplitter:
         if self._parts:
             self._parts.append(chunk)
             data = b"".join(self._parts)
+            self._parts = []  # the pieces go before the split makes its copies
             last += self._pending
         else:
             data = chunk

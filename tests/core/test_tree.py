@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pbot_watch.history.jstext import collapse_whitespace, utf16_slice
 from pbot_watch.history.project import SessionFile, fallback_name
 from tests.support.pi_sessions import MISSING, PiSession, exchanges_of, history_of, record_of
 
@@ -193,6 +196,21 @@ class TestSessionName:
         """The 80th unit can be half an emoji; the lone surrogate is kept, as JavaScript's slice does."""
         name = fallback_name("a" * 79 + "😀 tail")
         assert "a" * 79 + "\ud83d" == name
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "word " * 100_000,
+            " \n\t" * 50_000 + "late start " * 20,
+            "x" * 79 + "\n" * 10_000 + "y",
+            "😀" * 39 + " \n " * 1000 + "😀😀",
+            "short",
+        ],
+        ids=["long", "leading whitespace", "run at the cut", "surrogates", "short"],
+    )
+    def test_fallback_of_a_long_text_equals_the_whole_collapsed(self, text: str) -> None:
+        """Collapsing only what the cut needs gives the name the whole text would."""
+        assert utf16_slice(collapse_whitespace(text), 0, 80) == fallback_name(text)
 
     def test_fallback_uses_first_branch_first_exchange(self) -> None:
         """Without a session_info, the first exchange of the first branch names the session."""
