@@ -228,20 +228,34 @@ class ArchiveStore:
         queued, self._queued, self._queued_bytes = self._queued, {}, 0
         assert self._writer is not None
         folders = {path.parent for path in queued}
-        for folder in folders - self._dirty_folders:
-            ensure_dir(folder)
+        for folder in sorted(folders - self._dirty_folders):
+            try:
+                ensure_dir(folder)
+            except OSError as error:  # a file where the folder should be: its records fail
+                folders.discard(folder)
+                for path in [p for p in queued if p.parent == folder]:
+                    del queued[path]
+                    self._failed(path, error)
         self._dirty_folders |= folders
         futures = {
             path: self._writer.submit(write_atomic, path, data, sync_dir=False)
             for path, data in queued.items()
         }
         for path, future in futures.items():
-            error = future.exception()
-            if isinstance(error, OSError):
-                self._failures[path] = error
-                self._records.pop(path, None)
-            elif error is not None:
-                raise error
+            failure = future.exception()
+            if isinstance(failure, OSError):
+                self._failed(path, failure)
+            elif failure is not None:
+                raise failure
+            else:
+                # The cached record now matches the file on disk: the next load needs no read.
+                cached = self._records.get(path)
+                if cached is not None and cached[0] is None:
+                    self._records[path] = (file_stamp(path), cached[1])
+
+    def _failed(self, path: Path, error: OSError) -> None:
+        self._failures[path] = error
+        self._records.pop(path, None)
 
     @contextmanager
     def batch(self, workers: int = 16) -> Iterator[dict[Path, OSError]]:

@@ -84,11 +84,13 @@ def _lines(status: dict[str, Any]) -> list[str]:
     )
     hours, rest = divmod(int(get("uptime_seconds", 0)), 3600)
     retrying = get("retrying_files", 0)
+    backlog = get("listener_backlog", 0)
     lines = [
         f"  pid {get('pid')}, version {get('version')}, up {hours}h{rest // 60:02d}m since {get('started')}",
         f"  heartbeat  {_ago(get('heartbeat'))}",
         f"  activity   {get('activity')}, {get('pending_files', 0)} files pending"
-        + (f", {retrying} failing (retried)" if retrying else ""),
+        + (f", {retrying} failing (retried)" if retrying else "")
+        + (f", {backlog} records to index" if backlog else ""),
         *([f"  working on {get('working_on')}"] if get("working_on") else []),
         *_catch_up_lines(get("catch_up")),
         f"  observer   {kind}",

@@ -3,10 +3,13 @@
 Three kinds of extension, all wired in ``pbot_watch.service.extensions.build_extensions``:
 
 ``RecordListener``
-    Called on the service's consumer thread right after a record file was (re)written, with
-    the record's path and session id. The search index updates itself here. It should be quick
-    (it delays the next append's indexing); an exception is logged and shown in status, and the
-    record stays written (listeners must be able to catch up from the archive, e.g. a rebuild).
+    Called after a record file was (re)written, with the record's path and session id, on the
+    service's listener thread (``service/listeners.py``), never on the thread that reads the
+    sessions: a slow listener delays only the other listeners. Records come in the order they
+    were first written; one rewritten before its turn is passed once, as it is on disk then.
+    The search index updates itself here. An exception is logged and shown in status, and the
+    record stays written; a stop may drop queued records, so listeners must be able to catch up
+    from the archive (the search index does, by ``stat``, before each query).
 
 ``IdleWorker``
     Run on its own thread once the person has been idle (no append to any watched session) for

@@ -37,6 +37,7 @@ from pbot_watch.service.status import (
 from pbot_watch.service.status_file import HEARTBEAT_SECONDS
 
 if TYPE_CHECKING:  # for the annotations only: they pull in the indexer, watchdog or SQLite
+    from pbot_watch.service.listeners import ListenerThread
     from pbot_watch.service.state import StateStore
     from pbot_watch.service.tail import Tailer
     from pbot_watch.service.watch import Watcher
@@ -57,6 +58,7 @@ class StatusSource(Protocol):
     tailer: Tailer | None
     watcher: Watcher | None
     state: StateStore | None
+    listeners: ListenerThread
 
 
 class StatusReporter:
@@ -171,6 +173,7 @@ class StatusReporter:
             pending_files=service.schedule.pending,
             catch_up=service.catch_up.info(now) if service.catch_up is not None else None,
             retrying_files=service.schedule.retrying,
+            listener_backlog=service.listeners.backlog,
             state_error=service.state.error if service.state else None,
             unsaved_cursors=service.state.unsaved if service.state else 0,
             idle_worker=service.idle.info(),

@@ -30,6 +30,7 @@ from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.hooks import Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
+from pbot_watch.service.listeners import ListenerThread
 from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.reporter import StatusReporter
 from pbot_watch.service.schedule import ReadSchedule, batches
@@ -77,6 +78,7 @@ class Server:
             self, settings.state_dir, settings.archive, self.extensions.status_providers
         )
         self.idle = IdleClock(self.extensions.idle_worker, settings.idle_seconds, self.reporter.error)
+        self.listeners = ListenerThread(self.extensions.listeners, self.reporter.error)
         self.state: StateStore | None = None
         self.tailer: Tailer | None = None
         self.watcher: Watcher | None = None
@@ -142,10 +144,11 @@ class Server:
                 store,
                 self.state,
                 settings.max_sessions_in_memory,
-                self.extensions.listeners,
+                self.listeners.written,
                 self.reporter.error,
                 on_progress=self.progressed,
             )
+            self.listeners.start()
             self.watcher = Watcher(settings.sessions, self.changes, settings.poll, settings.poll_seconds)
             self.watcher.start()
         except BaseException:
@@ -246,6 +249,13 @@ class Server:
         due = self.schedule.due(now)
         if not due:
             return
+        self.listeners.reader_busy(True)
+        try:
+            self._process(due)
+        finally:
+            self.listeners.reader_busy(False)
+
+    def _process(self, due: list[Path]) -> None:
         deadline = time.monotonic() + BATCH_SECONDS
         for batch in batches(self._in_order(due)):
             if self.should_exit:
@@ -344,6 +354,8 @@ class Server:
             )
         if self.watcher is not None:
             self.watcher.stop(SHUTDOWN_SECONDS)
+        if not self.listeners.stop(SHUTDOWN_SECONDS):
+            log.warning("record_listeners_abandoned", waited_seconds=SHUTDOWN_SECONDS)
         self.reporter.stop_heartbeat(SHUTDOWN_SECONDS)
         self.reporter.write(running=False)
         if self.state is not None:

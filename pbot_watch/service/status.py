@@ -98,6 +98,9 @@ class Status(BaseModel):
     retrying_files: int = Field(
         0, description="files whose last read or record write failed; retried with backoff"
     )
+    listener_backlog: int = Field(
+        0, description="records written and not yet passed to the record listeners (the search index)"
+    )
     state_error: str | None = Field(
         None, description="why cursors cannot be saved now (disk full, locked); retried with back-off"
     )

@@ -101,11 +101,6 @@ def cursor_plan(path: Path, cursor: Cursor) -> tuple[str, Cursor | None]:
         os.close(fd)
 
 
-def listener_name(listener: RecordListener) -> str:
-    """``SearchListener``, ``SummaryWorker.on_record``: a name for logs, not a repr of its state."""
-    return getattr(listener, "__qualname__", None) or type(listener).__qualname__
-
-
 @dataclass
 class ArchiveWriter(ArchiveStore):
     """``ArchiveStore`` that remembers the last write failure.
@@ -135,7 +130,7 @@ class Tailer:
         store: ArchiveWriter,
         state: StateStore,
         max_in_memory: int,
-        listeners: Iterable[RecordListener] = (),
+        on_record: RecordListener | None = None,
         on_error: Callable[[str], None] | None = None,
         memory_budget: int = MEMORY_BUDGET_BYTES,
         on_progress: Callable[[], None] | None = None,
@@ -144,10 +139,10 @@ class Tailer:
         self.state = state
         self.max_in_memory = max_in_memory
         self.memory_budget = memory_budget
-        self.listeners = list(listeners)
+        self.on_record = on_record
         self.on_error = on_error
         self.on_progress = on_progress
-        self.indexer = Indexer(store, on_record=self._record_written, on_progress=self._progress)
+        self.indexer = Indexer(store, on_progress=self._progress)
         self.known: dict[Path, FileState] = {p.path: p for p in state.files()}
         self._by_session: dict[str, set[Path]] = {}
         for known in self.known.values():
@@ -233,45 +228,52 @@ class Tailer:
                 to_save[result.session_id] = result
         done: list[Path] = [p for p, r in results.items() if r.outcome != "gone"]
         skipped: set[Path] = set()
-        for session_id, result in to_save.items():
-            siblings = self._load_siblings(session_id, report)
-            self.store.last_error = None
-            self.working_on = f"writing the record of session {session_id}"
-            try:
-                saved = self.indexer.save_session(result)
-                error = self.store.last_error
-            except OSError as raised:
-                error = raised
-            finally:
-                self.working_on = None
+        # One batch of records is written together (concurrent fsyncs, each folder synced once)
+        # before any of their cursors is saved or any listener hears of them.
+        written: list[tuple[Path, str, list[Path]]] = []
+        with self.store.batch() as failures:
+            for session_id, result in to_save.items():
+                siblings = self._load_siblings(session_id, report)
+                files = [result.path, *siblings]
+                self.store.last_error = None
+                self.working_on = f"writing the record of session {session_id}"
+                try:
+                    saved = self.indexer.save_session(result)
+                    error = self.store.last_error
+                except OSError as raised:
+                    error = raised
+                finally:
+                    self.working_on = None
+                    self._progress()
+                if error is not None:
+                    self._write_failed(session_id, files, error, report)
+                    continue
+                report.warnings.extend(saved.warnings)
+                log.debug(
+                    "session_indexed",
+                    session=session_id,
+                    path=str(result.path),
+                    outcome=saved.outcome,
+                    bytes=result.bytes_read,
+                    record=str(saved.record) if saved.record else None,
+                )
+                if saved.outcome == "written" and saved.record is not None:
+                    written.append((saved.record, session_id, files))
+                    if result.workspace:
+                        self.counters.workspaces_written.add(result.workspace)
+                elif saved.outcome == "unchanged":
+                    self.counters.records_unchanged += 1
+                elif saved.outcome == "skipped":
+                    skipped.update(p for p, t in self.indexer.files.items() if t.session_id == session_id)
+                done.extend(siblings)
+        for record, session_id, files in written:
+            error = failures.get(record) or failures.get(record.parent)
             if error is not None:
-                # Keep the old cursors and forget the parsed state: the retry re-reads from 0.
-                message = f"cannot write the record of session {session_id}: {error}"
-                log.error("record_write_failed", session=session_id, error=str(error))
-                for path in [result.path, *siblings]:
-                    report.failed[path] = message
-                    self._drop(path)
-                if self.on_error:
-                    self.on_error(message)
+                self._write_failed(session_id, files, error, report)
                 continue
-            report.warnings.extend(saved.warnings)
-            log.debug(
-                "session_indexed",
-                session=session_id,
-                path=str(result.path),
-                outcome=saved.outcome,
-                bytes=result.bytes_read,
-                record=str(saved.record) if saved.record else None,
-            )
-            if saved.outcome == "written":
-                self.counters.records_written += 1
-                if result.workspace:
-                    self.counters.workspaces_written.add(result.workspace)
-            elif saved.outcome == "unchanged":
-                self.counters.records_unchanged += 1
-            elif saved.outcome == "skipped":
-                skipped.update(p for p, t in self.indexer.files.items() if t.session_id == session_id)
-            done.extend(siblings)
+            self.counters.records_written += 1
+            if self.on_record is not None:
+                self.on_record(record, session_id)
         self._persist([p for p in dict.fromkeys(done) if p not in report.failed], skipped)
         report.changed_state = bool(results or report.more)
         # Files read only to catch up (nobody appended to them since we last ran) are the bulk of
@@ -344,18 +346,15 @@ class Tailer:
         if self.on_progress is not None:
             self.on_progress()
 
-    def _record_written(self, record: Path, session_id: str) -> None:
-        self._progress()
-        for listener in self.listeners:
-            name = listener_name(listener)
-            self.working_on = f"record listener {name} on {record}"
-            try:
-                listener(record, session_id)
-            except Exception as error:  # a listener's bug must not stop indexing
-                log.exception("record_listener_failed", listener=name, record=str(record))
-                if self.on_error:
-                    self.on_error(f"record listener {name} failed on {record}: {error!r}")
-            self._progress()
+    def _write_failed(self, session_id: str, files: list[Path], error: OSError, report: BatchReport) -> None:
+        """Keep the old cursors and forget the parsed state: the retry re-reads from 0."""
+        message = f"cannot write the record of session {session_id}: {error}"
+        log.error("record_write_failed", session=session_id, error=str(error))
+        for path in files:
+            report.failed[path] = message
+            self._drop(path)
+        if self.on_error:
+            self.on_error(message)
 
     # ---- persistence and memory -----------------------------------------------------------
     def _persist(self, paths: list[Path], skipped: set[Path]) -> None:

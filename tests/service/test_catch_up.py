@@ -43,7 +43,10 @@ class TestNewestFirst:
         paths = sessions_aged(tmp_path, ages)
         with ServiceProcess([tmp_path / "sessions"], tmp_path / "archive").start() as service:
             status = service.wait_status(
-                lambda s: s.catch_up is not None and s.catch_up.finished is not None, "the catch-up"
+                lambda s: (
+                    s.catch_up is not None and s.catch_up.finished is not None and s.listener_backlog == 0
+                ),
+                "the catch-up and its records in the search index",
             )
             db = sqlite3.connect(default_state_dir() / "search.db")
             try:
