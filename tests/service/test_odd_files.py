@@ -402,3 +402,60 @@ class TestStateFailures:
         with ServiceProcess([sessions], archive).start() as service:
             assert 0 == service.wait_status(lambda s: True, "status").bytes_parsed_total
             assert stop_quickly(service) < STOP_SECONDS
+
+
+def pasted_log(megabytes: int) -> str:
+    """A pasted log of about ``megabytes`` MB: one message, one JSON line once written."""
+    line = "2026-11-30T12:00:00Z INFO worker-{} handled request id={} in {} ms status=200\n"
+    count = megabytes * 1_000_000 // 70
+    return "".join(line.format(i % 16, i, i % 997) for i in range(count))
+
+
+class TestHugeLine:
+    """A 50 MB single line (a pasted log) does not stall the other sessions."""
+
+    @pytest.mark.timeout(240)
+    def test_other_sessions_are_served_meanwhile(self, tmp_path: Path) -> None:
+        """Appends to another session reach its record within seconds while the 50 MB line is indexed."""
+        sessions = tmp_path / "sessions"
+        folder = sessions / "--proj--"
+        other = folder / "other.jsonl"
+        builder = PiSession(session_id="0b0b0b0b-0000-7000-8000-00000000b0b0", cwd=str(tmp_path))
+        builder.turn("first question", "first answer")
+        builder.write(other)
+        archive = tmp_path / "archive"
+        expect = Expect([sessions], archive, tmp_path)
+        with ServiceProcess([sessions], archive).start() as service:
+            expect.same(service=service)
+            big = PiSession(cwd=str(tmp_path))
+            big.turn("please read this log:\n" + pasted_log(50), "done")
+            big.write(folder / "big.jsonl")
+            latencies = []
+            for i in range(8):
+                since = len(builder.entries)
+                builder.turn(f"question {i} while the log is indexed", f"answer {i}")
+                started = time.monotonic()
+                builder.append_to(other, since)
+                wait_for(
+                    lambda i=i: f"answer {i}" in json.dumps(records(archive).get(builder.session_id)),
+                    timeout=60,
+                    what=f"answer {i} in the other session's record",
+                )
+                latencies.append(time.monotonic() - started)
+            assert max(latencies) < 5.0, latencies
+            expect.same(service=service, timeout=120)
+            # Memory is given back once the log is indexed and the other session is the active one
+            # (the log's parsed state, over the memory budget, goes first).
+            service.wait_status(
+                lambda s: s.listener_backlog == 0, "the search index to take the log", timeout=120
+            )
+            since = len(builder.entries)
+            builder.turn("one more question", "one more answer")
+            builder.append_to(other, since)
+            wait_for(
+                lambda: "one more answer" in json.dumps(records(archive).get(builder.session_id)),
+                what="the last answer in the other session's record",
+            )
+            service.wait_status(lambda s: s.files_in_memory == 1, "the log's parsed state to be dropped")
+            wait_for(lambda: service_rss_mb(service) < 300, timeout=30, what="the memory to be given back")
+            assert stop_quickly(service) < STOP_SECONDS
