@@ -3,6 +3,7 @@
     .venv/bin/python bench/watch_latency.py            # full run (about 1 GB of sessions, a few minutes)
     .venv/bin/python bench/watch_latency.py --gb 0.1   # scale the memory phase down
     .venv/bin/python bench/watch_latency.py --smoke    # seconds; what the test suite runs
+    .venv/bin/python bench/watch_latency.py --overload # the overload phase alone (about 2 minutes)
 
 Phases, each with its own temporary folders and a fresh service process:
 
@@ -10,12 +11,16 @@ Phases, each with its own temporary folders and a fresh service process:
    per session per period; for each answer line, the time from its write to the moment its
    text is in the session's record on disk (the record file is polled every few ms). Also
    the service's CPU share (of one core) and RSS over the phase, from /proc.
-2. one entry on a big session: a 20 MB session grows while the service runs, then one pair
+2. overload: 20 sessions x 20 lines/s (a pair every 0.1 s each) for 60 s, ten times the pace
+   of phase 1: the p95 of append -> record and the service's CPU per 10 s window (flat, and
+   p95 under 2 s, is the target), RSS, and whether the final archive equals what a one-shot
+   ``pbot-watch index`` of the same files writes.
+3. one entry on a big session: a 20 MB session grows while the service runs, then one pair
    is appended; the service's status tells how many bytes that append parsed (it should be
    the pair's size). After a restart nothing is parsed, and the session's first append
    re-reads it once (parsed state is not persisted).
-3. idle: nothing changes for a while; the service's CPU share over that time.
-4. memory: about ``--gb`` GB of sessions indexed from scratch; RSS (and its peak) once idle.
+4. idle: nothing changes for a while; the service's CPU share over that time.
+5. memory: about ``--gb`` GB of sessions indexed from scratch; RSS (and its peak) once idle.
 
 Targets (issue 3): p95 under 1 s including the debounce, idle CPU under 1%, RSS under 200 MB
 after indexing 1 GB.
@@ -45,8 +50,9 @@ from pbot_watch.archive.files import ArchiveStore  # noqa: E402
 from pbot_watch.indexer import Indexer  # noqa: E402
 from pbot_watch.service.status import Status  # noqa: E402
 from pbot_watch.sources import WholeDigest, open_session  # noqa: E402
+from tests.support.archive import records  # noqa: E402
 from tests.support.pi_sessions import append, line  # noqa: E402
-from tests.support.service import ServiceProcess  # noqa: E402
+from tests.support.service import ServiceProcess, one_shot  # noqa: E402
 
 RECORD_NAMESPACE = uuid.UUID("5b0f3c1e-8d2a-4f6b-9c7e-2a1d4e6f8b90")  # as pbot_watch.history.nodes
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -186,7 +192,10 @@ class Latency:
     missing: int = 0
 
 
-def phase_latency(base: Path, sessions_count: int, seconds: float, period: float) -> dict[str, Any]:
+def phase_latency(
+    base: Path, sessions_count: int, seconds: float, period: float, window: float | None = None
+) -> dict[str, Any]:
+    """Sessions appended concurrently; ``window``: also p95 and CPU per window of that many seconds."""
     sessions_root, archive = base / "sessions", base / "archive"
     folder = sessions_root / "--bench--"
     folder.mkdir(parents=True)
@@ -208,7 +217,7 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
                 marker = f"bench-{session.session_id[:8]}-{session.turns}"
                 user, answer = session.pair(f"question {session.turns}", f"{marker} {filler(rng, 300)}")
                 append(session.path, user)
-                time.sleep(0.02)  # Pi writes the answer after the question
+                time.sleep(min(0.02, period / 4))  # Pi writes the answer after the question
                 with lock:
                     written[marker] = time.monotonic()
                 append(session.path, answer)
@@ -233,7 +242,7 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
                         for marker in [m for m in written if m not in seen and m in text]:
                             seen[marker] = now
                 time.sleep(0.003)
-                if stop.is_set() and time.monotonic() > stopped_at + 5:
+                if stop.is_set() and time.monotonic() > stopped_at + 30:
                     return
 
         stopped_at = float("inf")
@@ -246,23 +255,43 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
         poller.start()
         for thread in threads:
             thread.start()
-        time.sleep(seconds)
+        cpu_windows: list[float] = []
+        rss_peak_during = 0.0
+        step = window or seconds
+        elapsed = 0.0
+        while elapsed < seconds - 1e-9:
+            length = min(step, seconds - elapsed)
+            cpu_start = service.cpu_seconds()
+            time.sleep(length)
+            cpu_windows.append((service.cpu_seconds() - cpu_start) / length)
+            rss_peak_during = max(rss_peak_during, service.rss_mb()[0])
+            elapsed += length
         stop.set()
         stopped_at = time.monotonic()
         for thread in threads:
             thread.join()
-        poller.join(10)
+        poller.join(35)
         cpu = (service.cpu_seconds() - cpu0) / (time.monotonic() - wall0)
         rss, peak = service.rss_mb()
         latencies = sorted(seen[m] - written[m] for m in seen)
         missing = len(written) - len(seen)
+        by_window: dict[int, list[float]] = {}
+        if window:
+            for marker, at in written.items():
+                if marker in seen:
+                    by_window.setdefault(int((at - wall0) // window), []).append(seen[marker] - at)
+        same = None
+        if window:
+            service.wait_status(idle_status, "the service to catch up", 120)
+            same = archive_equals_one_shot(sessions_root, archive, base / "one-shot")
     finally:
         service.stop()
     quantiles = (
         statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) >= 2 else latencies * 99
     )
-    return {
+    result: dict[str, Any] = {
         "sessions": sessions_count,
+        "lines per second per session": round(2 / period, 1),
         "answers written": len(written),
         "answers seen in records": len(latencies),
         "missing": missing,
@@ -273,6 +302,27 @@ def phase_latency(base: Path, sessions_count: int, seconds: float, period: float
         "rss MB": round(rss, 1),
         "rss peak MB": round(peak, 1),
     }
+    if window:
+        result["p95 ms per window"] = [p95_ms(by_window.get(i, [])) for i in range(len(cpu_windows))]
+        result["cpu % per window"] = [round(c * 100, 1) for c in cpu_windows]
+        result["rss MB during (max of window ends)"] = round(rss_peak_during, 1)
+        result["final archive equals a one-shot index"] = same
+    return result
+
+
+def p95_ms(samples: list[float]) -> float | None:
+    if not samples:
+        return None
+    if len(samples) == 1:
+        return round(samples[0] * 1000, 1)
+    return round(statistics.quantiles(sorted(samples), n=100, method="inclusive")[94] * 1000, 1)
+
+
+def archive_equals_one_shot(sessions_root: Path, archive: Path, scratch: Path) -> bool:
+    """Whether the live archive holds exactly the records ``pbot-watch index`` writes for the same files."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PBOT_WATCH_")}
+    env.update(XDG_STATE_HOME=str(scratch / "state"), XDG_CONFIG_HOME=str(scratch / "config"))
+    return records(archive) == one_shot([sessions_root], scratch / "archive", env=env)
 
 
 def phase_big_session(base: Path, megabytes: float) -> dict[str, Any]:
@@ -442,22 +492,36 @@ def main() -> None:
         "--session-mb", type=float, default=5, help="average session size in the memory phase"
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: a check that the bench runs")
+    parser.add_argument(
+        "--overload",
+        action="store_true",
+        help="the overload mode only: 20 sessions x 20 lines/s for 60 s, p95 and CPU per 10 s window",
+    )
+    parser.add_argument("--window", type=float, default=10, help="window of the overload figures, in seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument(
         "--only",
-        choices=["latency", "big-session", "idle", "memory"],
+        choices=["latency", "overload", "big-session", "idle", "memory"],
         action="append",
         help="run only these phases",
     )
     args = parser.parse_args()
+    overload_seconds, overload_window = 60.0, args.window
     if args.smoke:
         args.sessions, args.seconds, args.period, args.big_mb = 3, 2, 0.5, 1
         args.idle_seconds, args.gb, args.session_mb = 1, 0.003, 0.5
+        overload_seconds, overload_window = 2.0, 1.0
+    if args.overload:
+        args.only = ["overload"]
     results: dict[str, Any] = {}
     base = Path(tempfile.mkdtemp(prefix="pbot-watch-bench-"))
     try:
         for name, run in (
             ("latency", lambda d: phase_latency(d, args.sessions, args.seconds, args.period)),
+            (
+                "overload",
+                lambda d: phase_latency(d, 20, overload_seconds, 0.1, window=overload_window),
+            ),
             ("big session", lambda d: phase_big_session(d, args.big_mb)),
             ("idle", lambda d: phase_idle(d, args.idle_seconds)),
             ("memory", lambda d: phase_memory(d, args.gb, args.session_mb)),
