@@ -536,6 +536,8 @@ class SearchIndex:
         head = text[:INDEXED_CHARS]
         if level != 0:
             return rowid, "", "", document(head, self.rules)
+        if not self.rules.sides:
+            return rowid, document(head, self.rules), "", ""
         question, answer = exchange_sides(head)
         return rowid, document(question, self.rules), document(answer, self.rules), ""
 

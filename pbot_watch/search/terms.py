@@ -63,11 +63,15 @@ class TermRules:
 
     stemming: bool = True
     stop_words: bool = True
+    sides: bool = True
+    """An exchange's two sides in columns of their own; off, the whole exchange is one column
+    (so BM25 normalises its length as one text), which is what measuring the sides compares."""
 
     @property
     def key(self) -> str:
         """A short tag the index records, so an index built under other rules is rebuilt."""
-        return f"snowball-en:{int(self.stemming)} stop-en:{int(self.stop_words)}"
+        tag = f"snowball-en:{int(self.stemming)} stop-en:{int(self.stop_words)}"
+        return tag if self.sides else f"{tag} sides:0"
 
 
 DEFAULT_RULES = TermRules()

@@ -12,6 +12,7 @@ import pytest
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.search.queries import search_history
 from pbot_watch.search.ranking import Ranking
+from pbot_watch.search.terms import TermRules
 from pbot_watch.search.when import time_intent
 from tests.search.archive import exchange, write_record
 
@@ -69,6 +70,29 @@ class TestWords:
         """A query made only of function words finds nothing rather than everything."""
         session(folder, "a", [qa("What was it that we did there?", "It was what you did.")])
         assert [] == ids(index, folder, "what was it")
+
+
+class TestSides:
+    def test_sides_are_columns_of_their_own(self, index: SearchIndex, folder: Path) -> None:
+        """The answer's words are in the answer column, the person's in the question column."""
+        session(folder, "a", [qa("Why is the parser slow?", "Backtracking.")])
+        index.update_from_archive([RecordFolder(folder, None)])
+        found = [column_hits(index, "question:parser"), column_hits(index, "answer:backtrack")]
+        assert [1, 1] == found
+
+    def test_sides_off_is_one_column(self, tmp_path: Path, folder: Path) -> None:
+        """With the sides rule off, a whole exchange is the first column and the answer's is empty."""
+        session(folder, "a", [qa("Why is the parser slow?", "Backtracking.")])
+        with SearchIndex(tmp_path / "one.db", TermRules(sides=False)) as one:
+            one.update_from_archive([RecordFolder(folder, None)])
+            found = [column_hits(one, "question:backtrack"), column_hits(one, "answer:backtrack")]
+        assert [1, 0] == found
+
+
+def column_hits(index: SearchIndex, fts: str) -> int:
+    return int(
+        index.conn.execute("SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts,)).fetchone()[0]
+    )
 
 
 class TestTime:
