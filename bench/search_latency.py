@@ -10,7 +10,9 @@ plus their ready summaries), builds the search index from it, then times, in the
 
 Prints p50/p95 per query kind and the speed-up; ``cpu p50`` is the process's CPU time (on a
 shared machine wall time also counts waiting for a core), and ``cold p50`` is a terms query
-right after an index change, when common terms' pools are computed again. Run by hand:
+right after an index change, when common terms' pools are computed again. ``=exact@10`` is the
+ranking quality the pools keep: the share of a terms query's first 10 hits that an exact
+ranking (every node scored by FTS5, no pools) also has first. Run by hand:
 
     .venv/bin/python bench/search_latency.py               # 100,000 exchanges
     .venv/bin/python bench/search_latency.py --exchanges 2000 --repeat 3   # a quick look
@@ -35,12 +37,15 @@ from pbot_watch.history.jstext import dumps, locale_key
 from pbot_watch.history.nodes import SessionHistory, index_history
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.search.queries import search_history
+from pbot_watch.search.ranking import Ranking
 
 EXCHANGES_PER_SESSION = 100
 COMMON_EN = "error"
 RARE_EN = "zanthoxylum"
 COMMON_ZH = "数据"
 RARE_ZH = "鲸鱼"
+EXACT = Ranking(common_term_nodes=1 << 40)
+"""Every term scored by FTS5 over all its nodes: the ranking the pools stand in for."""
 
 EN_WORDS = [
     "the",
@@ -294,12 +299,15 @@ def main() -> None:
         ("terms", "en common", COMMON_EN),
         ("terms", "en rare", RARE_EN),
         ("terms", "en 3 words", "cache index error"),
+        ("terms", "en 3 common", "use file test"),
+        ("terms", "en question", "when did we fix the build error last May"),
+        ("terms", "stop words", "what was it"),
         ("terms", "zh common", COMMON_ZH),
         ("terms", "zh rare", RARE_ZH),
     ]
     print(
         f"\n{'mode':8} {'query':12} {'hits':>7} {'index p50':>10} {'p95':>8} {'cpu p50':>8} {'+refresh p50':>13}"
-        f" {'p95':>8} {'scan p50':>9} {'speed-up':>9} {'cold p50':>9}"
+        f" {'p95':>8} {'scan p50':>9} {'speed-up':>9} {'cold p50':>9} {'=exact@10':>9}"
     )
     index_p50: list[float] = []
     ratios: list[float] = []
@@ -320,10 +328,15 @@ def main() -> None:
         scan_cell = ""
         ratio_cell = ""
         cold_cell = ""
+        exact_cell = ""
         if mode == "terms":
             # As after an index change: common terms' pools (search/pools.py) are computed again.
             cold, _ = timed(run, args.repeat, lambda: index.conn.execute("DELETE FROM term_pools"))
             cold_cell = f"{statistics.median(cold):7.1f}ms"
+            exact = search_history(index, query, match=mode, limit=10, ranking=EXACT)
+            ours = {m.id for m in result.matches[:10]}
+            same = len(ours & {m.id for m in exact.matches}) / max(1, len(exact.matches))
+            exact_cell = f"{same:8.2f}"
         if mode == "literal":
             scans, (total, top) = timed(lambda query=query: pbot_scan(archive, query), args.scan_repeat)
             assert total == result.total, (query, total, result.total)
@@ -336,7 +349,7 @@ def main() -> None:
         print(
             f"{mode:8} {label:12} {result.total:7d} {statistics.median(plain):8.1f}ms {pct(plain, 0.95):6.1f}ms"
             f" {cpu:6.1f}ms {statistics.median(refreshed):11.1f}ms {pct(refreshed, 0.95):6.1f}ms {scan_cell:>9}"
-            f" {ratio_cell:>9} {cold_cell:>9}"
+            f" {ratio_cell:>9} {cold_cell:>9} {exact_cell:>9}"
         )
     index.close()
     print(

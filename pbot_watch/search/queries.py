@@ -48,6 +48,7 @@ from pbot_watch.search.models import (
     SearchMatch,
     SearchResult,
 )
+from pbot_watch.search.pools import node_counts
 from pbot_watch.search.ranking import DEFAULT_RANKING, Ranking, drop_time_words, rank
 from pbot_watch.search.terms import query_terms
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk
@@ -481,12 +482,8 @@ def _drop_common(index: SearchIndex, terms: list[str], filt: _Filter) -> list[st
             counts[t] = _count(index, _with(filt, term=fts_quote(t)), ["n.searchable = 1", fts])
     else:
         limit = COMMON_TERM_SHARE * _node_count(index)
-        counts = {
-            t: index.conn.execute(
-                "SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH ?", (fts_quote(t),)
-            ).fetchone()[0]
-            for t in terms
-        }
+        # Only "over the limit or not" matters: counting stops there (a common term's walk is long).
+        counts = node_counts(index, terms, int(limit) + 1)
     # A term no node has weighs nothing either way: it must not make the others look common.
     rare = [t for t in terms if 0 < counts[t] <= limit]
     return rare or terms
