@@ -12,16 +12,23 @@ the service is running, and a long-lived server never holds the database open be
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.index import ensure_memory_tables, refresh_memory, sync_memory_file
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.discover import record_folders
 from pbot_watch.search.index import RecordFolder, SearchIndex
+from pbot_watch.sqlite import is_corrupt, remove
+
+T = TypeVar("T")
+
+REBUILT_WARNING = "the search index was damaged ({error}); it was deleted and rebuilt from the archive"
 
 
 @dataclass
@@ -72,3 +79,30 @@ def open_query(
         yield context
     finally:
         index.close()
+
+
+def run_query(
+    settings: Settings,
+    answer: Callable[[QueryContext], T],
+    *,
+    history: bool = False,
+    memory: bool = False,
+    scope: MemoryScope | None = None,
+) -> T:
+    """``answer`` on an up-to-date index (``open_query``); a damaged index is rebuilt and asked again.
+
+    The index is derived data and its documentation promises a rebuild: a damaged page
+    (``database disk image is malformed``) shows only when a query or a refresh reads it, so
+    the whole question is asked again, once, of an index built afresh. The warning says so.
+    """
+    try:
+        with open_query(settings, history=history, memory=memory, scope=scope) as context:
+            return answer(context)
+    except sqlite3.DatabaseError as error:
+        if not is_corrupt(error):
+            raise
+        damage = error
+    remove(SearchIndex.default_path(settings.state_dir))
+    with open_query(settings, history=history, memory=memory, scope=scope) as context:
+        context.warnings.append(REBUILT_WARNING.format(error=damage))
+        return answer(context)

@@ -121,6 +121,24 @@ def remove(path: Path) -> None:
             Path(f"{path}{suffix}").unlink()
 
 
+def set_aside(path: Path) -> Path:
+    """Move a damaged database out of the way (kept beside it for a look) and drop its side files.
+
+    For state that is not free to rebuild (the service's cursors, paid-for summaries): the
+    next open starts afresh, and the old file is there for ``sqlite3 .recover``. An earlier
+    damaged copy is replaced.
+    """
+    aside = path.with_name(path.name + ".corrupt")
+    path.replace(aside)
+    remove(path)  # its -wal and -shm
+    return aside
+
+
+def is_intact(conn: sqlite3.Connection) -> bool:
+    """``PRAGMA quick_check``: every page readable and well formed (milliseconds for tens of MB)."""
+    return conn.execute("PRAGMA quick_check(1)").fetchall() == [("ok",)]
+
+
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """One write transaction: everything inside commits together, or nothing does.

@@ -21,18 +21,19 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 
-@contextmanager
-def querying(
-    sessions: tuple[Path, ...], archive: Path | None, *, history: bool = False, memory: bool = False
-) -> Iterator[QueryContext]:
-    """The query context under ``--sessions``/``--archive``, with the errors a person must correct mapped."""
-    from pbot_watch.query import open_query, resolve_settings  # noqa: PLC0415 - keep --help fast
+def answering(
+    sessions: tuple[Path, ...],
+    archive: Path | None,
+    answer: Callable[[QueryContext], T],
+    *,
+    history: bool = False,
+    memory: bool = False,
+) -> T:
+    """``answer`` under ``--sessions``/``--archive`` (``query.run_query``), the errors a person must correct mapped."""
+    from pbot_watch.query import resolve_settings, run_query  # noqa: PLC0415 - keep --help fast
 
-    with (
-        query_errors(),
-        open_query(resolve_settings(sessions, archive), history=history, memory=memory) as context,
-    ):
-        yield context
+    with query_errors():
+        return run_query(resolve_settings(sessions, archive), answer, history=history, memory=memory)
 
 
 @contextmanager

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, querying
+from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
 from pbot_watch.search.models import MatchMode, MemorySearchResult, RecallPage
+
+if TYPE_CHECKING:
+    from pbot_watch.query import QueryContext  # keep --help fast
 
 
 @main.group("memory")
@@ -44,8 +48,8 @@ def memory_search_command(
     """Search raw session memory along the current branch; without QUERY, list sources."""
     from pbot_watch.memory.query import search_memory  # noqa: PLC0415
 
-    with querying(sessions, archive, memory=True) as context:
-        result = search_memory(
+    def answer(context: QueryContext) -> MemorySearchResult:
+        return search_memory(
             context.index,
             query=query,
             match=match,
@@ -55,7 +59,8 @@ def memory_search_command(
             after=after,
             limit=limit,
         )
-    emit(result, as_json, render_search)
+
+    emit(answering(sessions, archive, answer, memory=True), as_json, render_search)
 
 
 @main.command("recall")
@@ -76,9 +81,10 @@ def recall_command(
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
     from pbot_watch.memory.query import recall  # noqa: PLC0415
 
-    with querying(sessions, archive, memory=True) as context:
-        page = recall(context.index, handle, from_line)
-    emit(page, as_json, render_recall)
+    def answer(context: QueryContext) -> RecallPage:
+        return recall(context.index, handle, from_line)
+
+    emit(answering(sessions, archive, answer, memory=True), as_json, render_recall)
 
 
 def render_search(result: MemorySearchResult) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, querying
+from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option
 from pbot_watch.search.models import NodeBrief, NodePage
+
+if TYPE_CHECKING:
+    from pbot_watch.query import QueryContext  # keep --help fast
 
 
 @main.command("read")
@@ -45,10 +49,12 @@ def read_command(
     """Read NODE_ID (from search or from another node's parents/children)."""
     from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
-    with querying(sessions, archive, history=True) as context:
+    def answer(context: QueryContext) -> NodePage:
         page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
-    page.warnings = context.warnings
-    emit(page, as_json, render)
+        page.warnings = context.warnings
+        return page
+
+    emit(answering(sessions, archive, answer, history=True), as_json, render)
 
 
 def _line(brief: NodeBrief) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,16 +12,22 @@ from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.cli.options import archive_options
 
+if TYPE_CHECKING:
+    from pbot_watch.search.index import RefreshReport  # keep --help fast
+
 
 @main.command("reindex")
 @archive_options
 def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
+    import sqlite3  # noqa: PLC0415 - keep --help fast
+
     from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
     from pbot_watch.config import SettingsError  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
+    from pbot_watch.sqlite import is_corrupt  # noqa: PLC0415
 
     try:
         settings = resolve_settings(sessions, archive)
@@ -30,7 +37,8 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     index = open_index(settings)
     # The steps are the bar's units: each one is a single call into the index.
     steps = ("finding record folders", "history records", "raw memory", "merging the index")
-    try:
+
+    def rebuild() -> tuple[RefreshReport, int, dict[str, int], int]:
         with progress_bar("reindexing") as bar:
             bar.update(0, len(steps), steps[0])
             folders = record_folders(index, settings.sessions, settings.archive)
@@ -41,8 +49,18 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
             bar.update(3, len(steps), steps[3])
             index.optimize()
             optimize_memory(index)
-            counts = index.counts()
-            sources = count_sources(index)
+            return report, memory, index.counts(), count_sources(index)
+
+    try:
+        try:
+            report, memory, counts, sources = rebuild()
+        except sqlite3.DatabaseError as error:
+            if not is_corrupt(error):
+                raise
+            # Emptying a damaged index in place reads its damaged pages: start from no file.
+            click.echo(f"warning: the search index was damaged ({error}); building it from no file", err=True)
+            index.reset()
+            report, memory, counts, sources = rebuild()
     finally:
         index.close()
     click.echo(

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, querying
+from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
 from pbot_watch.search.models import MatchMode, SearchResult
+
+if TYPE_CHECKING:
+    from pbot_watch.query import QueryContext  # keep --help fast
 
 
 @main.command("search")
@@ -39,7 +43,7 @@ def search_command(
     """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
     from pbot_watch.search.queries import search_history  # noqa: PLC0415 - keep --help fast
 
-    with querying(sessions, archive, history=True) as context:
+    def answer(context: QueryContext) -> SearchResult:
         result = search_history(
             context.index,
             query=query,
@@ -52,8 +56,10 @@ def search_command(
             limit=limit,
             folders=context.folder_paths,
         )
-    result.warnings = context.warnings
-    emit(result, as_json, render)
+        result.warnings = context.warnings
+        return result
+
+    emit(answering(sessions, archive, answer, history=True), as_json, render)
 
 
 def render(result: SearchResult) -> None:

@@ -100,6 +100,8 @@ def summarize_command(
         with _cancel_on_sigint(cancel):
             result = _run(worker, cancel, limit)
         status = worker.status()
+        for warning in worker.store.warnings:
+            click.echo(f"warning: {warning}", err=True)
     finally:
         worker.close()
     click.echo(_line(result, status))

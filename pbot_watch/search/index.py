@@ -259,6 +259,16 @@ class SearchIndex:
             return None
         return int(row[0]) if row else None
 
+    def reset(self) -> None:
+        """Start over with an empty index, for a damaged file (``database disk image is malformed``).
+
+        Everything here is rebuilt from the archive and the session files by the next refresh;
+        a damaged page cannot be trusted to be rewritten in place, so the file goes.
+        """
+        self.conn.close()
+        remove(self.path)
+        self.conn = self._functions(self._open(self.path, self.rules))
+
     def transaction(self) -> AbstractContextManager[None]:
         """One write transaction on this index (``pbot_watch.sqlite.transaction``)."""
         return transaction(self.conn)

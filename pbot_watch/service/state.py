@@ -30,7 +30,7 @@ from pbot_watch.sqlite import (
     connect,
     is_corrupt,
     migrate,
-    remove,
+    set_aside,
     transaction,
 )
 
@@ -213,10 +213,8 @@ class StateStore:
 
     def _start_afresh(self, error: sqlite3.Error) -> bool:
         """A corrupt state: keep it aside for a look, start empty (every file is read again)."""
-        aside = self.path.with_name(STATE_FILE + ".corrupt")
         try:
-            self.path.replace(aside)
-            remove(self.path)  # its -wal and -shm
+            aside = set_aside(self.path)
         except OSError as failure:
             self._failed(failure, "set aside")
             return False

@@ -19,8 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pbot_watch.sqlite import Migrations, connect, execute_script, migrate
+import structlog
+
+from pbot_watch.sqlite import Migrations, connect, execute_script, is_corrupt, is_intact, migrate, set_aside
 from pbot_watch.summarize.base import LimitReached
+
+log = structlog.get_logger("pbot_watch.summarize")
 
 DB_NAME = "summaries.db"
 BACKOFF_BASE_SECONDS = 60.0
@@ -119,18 +123,52 @@ def backoff_seconds(errors: int, base: float = BACKOFF_BASE_SECONDS) -> float:
     return float(min(BACKOFF_MAX_SECONDS, base * 2 ** max(0, errors - 1)))
 
 
+class _Damaged(Exception):
+    """A store that opens but whose pages are not all readable."""
+
+
 class SummaryStore:
     """One connection to ``summaries.db``; safe to share between threads of one process."""
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / DB_NAME
         self._lock = threading.Lock()
-        self._db = connect(self.path, "full", threads=True)
+        self.warnings: list[str] = []
+        """What opening found: a damaged file set aside."""
         try:
-            self.applied = migrate(self._db, MIGRATIONS)
+            self._db, self.applied = self._open()
+        except (sqlite3.DatabaseError, _Damaged) as error:
+            if isinstance(error, sqlite3.DatabaseError) and not is_corrupt(error):
+                raise
+            self._start_afresh(str(error))
+
+    def _open(self) -> tuple[sqlite3.Connection, list[str]]:
+        db = connect(self.path, "full", threads=True)
+        try:
+            applied = migrate(db, MIGRATIONS)
+            intact = is_intact(db)
         except BaseException:
-            self._db.close()
+            db.close()
             raise
+        if not intact:
+            db.close()
+            raise _Damaged("PRAGMA quick_check found damaged pages")
+        return db, applied
+
+    def _start_afresh(self, error: str) -> None:
+        """A damaged store (garbage, a torn page): kept aside for a look, summaries are made again.
+
+        The summarizer then pays again for what it needs; without this, the service and
+        ``summarize`` could do nothing until a person found and removed the file.
+        """
+        aside = set_aside(self.path)
+        message = (
+            f"the summary store {self.path} was unreadable ({error}); it is kept as {aside.name} and "
+            "started afresh: summaries are made again as needed"
+        )
+        self.warnings.append(message)
+        log.warning("summary_store_started_afresh", path=str(self.path), error=error, kept_as=aside.name)
+        self._db, self.applied = self._open()
 
     def close(self) -> None:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from pbot_watch.history.jstext import utf16_len
-from pbot_watch.query import open_query
+from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import NodeBrief, NodePage
 from pbot_watch.search.queries import read_node
 from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
@@ -30,14 +30,12 @@ class HistoryReadArgs(ToolArguments):
 
 
 def run(args: HistoryReadArgs, context: ToolContext) -> NodePage:
-    with open_query(context.settings, history=True) as query:
+    def answer(query: QueryContext) -> NodePage:
         return read_node(
-            query.index,
-            args.id,
-            offset=args.offset,
-            limit=args.limit,
-            children_offset=args.children_offset,
+            query.index, args.id, offset=args.offset, limit=args.limit, children_offset=args.children_offset
         )
+
+    return run_query(context.settings, answer, history=True)
 
 
 def _brief_line(brief: NodeBrief) -> str:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from pbot_watch.query import open_query
+from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import SearchResult
 from pbot_watch.search.queries import search_history
 from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
@@ -42,7 +42,7 @@ class HistorySearchArgs(ToolArguments):
 
 
 def run(args: HistorySearchArgs, context: ToolContext) -> SearchResult:
-    with open_query(context.settings, history=True) as query:
+    def answer(query: QueryContext) -> SearchResult:
         return search_history(
             query.index,
             query=args.query or "",
@@ -55,6 +55,8 @@ def run(args: HistorySearchArgs, context: ToolContext) -> SearchResult:
             limit=args.limit,
             folders=query.folder_paths,
         )
+
+    return run_query(context.settings, answer, history=True)
 
 
 def render(result: SearchResult, args: HistorySearchArgs) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from pbot_watch.memory.query import recall
-from pbot_watch.query import open_query
+from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import RecallPage
 from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, numbered
@@ -22,8 +22,10 @@ class RecallMemoryArgs(ToolArguments):
 
 
 def run(args: RecallMemoryArgs, context: ToolContext) -> RecallPage:
-    with open_query(context.settings, memory=True, scope=context.scope) as query:
+    def answer(query: QueryContext) -> RecallPage:
         return recall(query.index, args.handle, args.from_, pinned=context.scope)
+
+    return run_query(context.settings, answer, memory=True, scope=context.scope)
 
 
 def render(page: RecallPage, _args: RecallMemoryArgs) -> str:

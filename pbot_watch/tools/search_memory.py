@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from pbot_watch.memory.query import search_memory
-from pbot_watch.query import open_query
+from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import MemorySearchResult
 from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, TEXT_LINE_CHARS, numbered
@@ -47,7 +47,7 @@ class SearchMemoryArgs(ToolArguments):
 
 
 def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
-    with open_query(context.settings, memory=True, scope=context.scope) as query:
+    def answer(query: QueryContext) -> MemorySearchResult:
         return search_memory(
             query.index,
             query=args.query or "",
@@ -59,6 +59,8 @@ def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
             limit=args.limit,
             pinned=context.scope,
         )
+
+    return run_query(context.settings, answer, memory=True, scope=context.scope)
 
 
 def render(result: MemorySearchResult, args: SearchMemoryArgs) -> str:
