@@ -41,7 +41,7 @@ from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
@@ -111,6 +111,8 @@ CREATE VIRTUAL TABLE nodes_terms_vocab USING fts5vocab(nodes_terms, 'row');
 -- The best nodes of each common term (search/pools.py), valid while the generation is the same:
 -- every change of node_texts (and so of the FTS tables) bumps it.
 CREATE TABLE term_pools(key TEXT PRIMARY KEY, generation INTEGER NOT NULL, rowids BLOB NOT NULL, scores BLOB NOT NULL);
+-- How many nodes hold a common term, valid likewise (search/pools.py, node_counts).
+CREATE TABLE term_counts(term TEXT PRIMARY KEY, generation INTEGER NOT NULL, count INTEGER NOT NULL);
 CREATE TRIGGER node_texts_inserted AFTER INSERT ON node_texts
   BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
 CREATE TRIGGER node_texts_updated AFTER UPDATE ON node_texts

@@ -28,19 +28,53 @@ def generation(index: SearchIndex) -> int:
     return int(row[0]) if row else 0
 
 
+KEPT_COUNTS = 1000
+"""A term in more nodes than this has its count remembered, as its pool is (``term_counts``)."""
+
+
 def node_counts(index: SearchIndex, terms: list[str], cap: int) -> dict[str, int]:
     """How many nodes hold each term, counting no further than ``cap``.
 
     FTS5 keeps no count per term: counting walks the term's node list. Capped, the walk costs
-    at most ``cap`` steps, and a common term needs no more than "more than ``cap``".
+    at most ``cap`` steps, and a common term needs no more than "more than ``cap``". A count
+    past ``KEPT_COUNTS`` is walked once per index generation and then read back: deciding
+    whether a word is in a quarter of all nodes walked 33,000 of them on every query.
     """
-    return {
-        term: index.conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM nodes_terms WHERE nodes_terms MATCH ? LIMIT ?)",
-            (fts_quote(term), cap),
-        ).fetchone()[0]
-        for term in terms
-    }
+    out: dict[str, int] = {}
+    for term in terms:
+        count = _walk(index, term, min(cap, KEPT_COUNTS + 1))
+        if count > KEPT_COUNTS and cap > KEPT_COUNTS + 1:
+            count = min(cap, _kept_count(index, term))
+        out[term] = count
+    return out
+
+
+def _walk(index: SearchIndex, term: str, cap: int | None) -> int:
+    sql = "SELECT count(*) FROM (SELECT 1 FROM nodes_terms WHERE nodes_terms MATCH ? LIMIT ?)"
+    return int(index.conn.execute(sql, (fts_quote(term), -1 if cap is None else cap)).fetchone()[0])
+
+
+def _kept_count(index: SearchIndex, term: str) -> int:
+    now = generation(index)
+    row = index.conn.execute("SELECT generation, count FROM term_counts WHERE term = ?", (term,)).fetchone()
+    if row is not None and row[0] == now:
+        return int(row[1])
+    count = _walk(index, term, None)
+    _remember(index, "INSERT OR REPLACE INTO term_counts VALUES (?, ?, ?)", (term, now, count))
+    return count
+
+
+def _remember(index: SearchIndex, sql: str, values: tuple[object, ...]) -> None:
+    """Write what a query learnt, unless the service holds the write lock (a later query will)."""
+    timeout = index.conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    index.conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        with index.transaction():
+            index.conn.execute(sql, values)
+    except sqlite3.OperationalError:
+        pass  # the lock is taken: a later query remembers it instead
+    finally:
+        index.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
 def term_pool(
@@ -73,13 +107,5 @@ def term_pool(
         array("d", [s for _, s in found]).tobytes(),
     )
     # A search never waits for the service's write lock just to remember a pool.
-    timeout = index.conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    index.conn.execute("PRAGMA busy_timeout = 0")
-    try:
-        with index.transaction():
-            index.conn.execute("INSERT OR REPLACE INTO term_pools VALUES (?, ?, ?, ?)", values)
-    except sqlite3.OperationalError:
-        pass  # the lock is taken: a later query remembers the pool instead
-    finally:
-        index.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    _remember(index, "INSERT OR REPLACE INTO term_pools VALUES (?, ?, ?, ?)", values)
     return dict(found)

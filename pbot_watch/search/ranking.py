@@ -131,9 +131,8 @@ def _bm25(
         # A node with every common term, each moderately often, can be in no term's pool and
         # still be the best hit: the nodes holding them all get their exact common part, when
         # they are few enough to score quickly. The best of them are kept, ties at that cut
-        # (far below a page) by row id: ordering them newest first would cost a join.
-        holding = _exact_bm25(index, common, "", {}, weights, None, every=True)
-        for rowid, part in sorted(holding.items(), key=lambda item: (-item[1], item[0]))[: ranking.term_pool]:
+        # (far below a page) as FTS5 meets them: ordering them newest first would cost a join.
+        for rowid, part in _best_holding_all(index, common, weights, ranking.term_pool):
             scores[rowid] = rare_scores.get(rowid, 0.0) + part
     if where:
         scores = {r: scores[r] for r in _in_scope(index, list(scores), where, params)}
@@ -149,16 +148,10 @@ def _exact_bm25(
     params: dict[str, Any],
     weights: tuple[float, float, float],
     n: int | None,
-    *,
-    every: bool = False,
 ) -> dict[int, float]:
-    """FTS5's BM25 of the nodes in scope holding a query term (``every``: all of them).
-
-    The best ``n`` (None: all). BM25 adds up per term, so the score of a node holding every
-    term is the same whichever way the terms are joined.
-    """
+    """FTS5's BM25 of the nodes in scope holding a query term: the best ``n`` (None: all)."""
     values: dict[str, Any] = {
-        "fts": " AND ".join(map(fts_quote, query_terms)) if every else fts_any(query_terms),
+        "fts": fts_any(query_terms),
         "wq": weights[0],
         "wa": weights[1],
         "ws": weights[2],
@@ -186,6 +179,21 @@ def _exact_bm25(
         "ORDER BY score DESC, n.to_key DESC, n.id_key LIMIT :n"
     )
     return dict(index.conn.execute(sql, {**params, **values}).fetchall())
+
+
+def _best_holding_all(
+    index: SearchIndex, query_terms: list[str], weights: tuple[float, float, float], n: int
+) -> list[tuple[int, float]]:
+    """The ``n`` best nodes holding every one of ``query_terms``, by their BM25 for them.
+
+    BM25 adds up per term, so a node's score is the same whether the terms are joined by AND
+    or by OR: these are exact scores.
+    """
+    score = "bm25(nodes_terms, ?, ?, ?)"
+    return index.conn.execute(
+        f"SELECT rowid, -{score} FROM nodes_terms WHERE nodes_terms MATCH ? ORDER BY {score} LIMIT ?",
+        (*weights, " AND ".join(map(fts_quote, query_terms)), *weights, n),
+    ).fetchall()
 
 
 def _holding_all(index: SearchIndex, query_terms: list[str], cap: int) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pbot_watch.search.index import RecordFolder, SearchIndex
+from pbot_watch.search.pools import KEPT_COUNTS, node_counts
 from pbot_watch.search.queries import search_history
 from pbot_watch.search.ranking import Ranking
 from pbot_watch.search.terms import TermRules
@@ -212,3 +213,20 @@ class TestPools:
         assert ids(index, folder, "weather", ranking=POOLED)
         newer = session(folder, "b", [qa("Weather weather weather", "Weather.")], day="2026-11-03")
         assert exchange_id(newer, 0) == ids(index, folder, "weather", ranking=POOLED)[0]
+
+    def test_kept_count_follows_the_index(self, index: SearchIndex, folder: Path) -> None:
+        """A common term's count is remembered, and the count after a change is the new one."""
+        many = KEPT_COUNTS + 5
+        stamps = [f"2026-11-02T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000Z" for i in range(many)]
+        branch = [exchange(f"a{i}", qa(f"Weather {i}", "Sun."), stamp) for i, stamp in enumerate(stamps)]
+        write_record(folder, "session-a", "a", [branch])
+        index.update_from_archive([RecordFolder(folder, None)])
+        first = [node_counts(index, ["weather"], 10**6), node_counts(index, ["weather"], 10**6)]
+        kept = index.conn.execute("SELECT count FROM term_counts WHERE term = 'weather'").fetchone()
+        assert (many,) == kept
+        session(folder, "b", [qa("Weather again", "Rain.")], day="2026-11-03")
+        index.update_from_archive([RecordFolder(folder, None)])
+        assert [{"weather": many}, {"weather": many}, {"weather": many + 1}] == [
+            *first,
+            node_counts(index, ["weather"], 10**6),
+        ]
