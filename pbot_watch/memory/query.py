@@ -372,6 +372,8 @@ def search_memory(
     total = len(hits)
     page = hits[offset : offset + limit]
     _load_texts(index, [row for row, _line, _score in page])
+    if needle and match == "terms" and in_ is None:
+        page = [(row, best_term_line(row, needle, line or 1), score) for row, line, score in page]
     next_offset = offset + limit if offset + limit < total else None
     cursor = make_cursor(key, next_offset, snapshot) if next_offset is not None else None
     return MemorySearchResult(
@@ -489,26 +491,41 @@ def _terms_hits(
             scored[source] = (score, line)
     rows = _load(index, scored)
     hits: list[tuple[_Row, int | None, float | None]] = []
-    wanted = set(terms)
-    for row in _with_texts(index, rows.values()):
-        score, first = scored[row.rowid]
-        line_scores = []
-        # The lines the terms index saw (all but the tail of a capped source).
-        for number, text in enumerate(indexed_lines(row.lines), 1):
-            found = sum(1 for t in set(tokens(text)) if t in wanted)
-            if found:
-                line_scores.append((found, number))
+    if not per_line:
+        # One hit per source, ranked by its best chunk. Which line to show is found for the
+        # page only (best_term_line): tokenising every line of every matching source again
+        # took seconds on a 20 MB session, for hits nobody looks at.
+        hits = [(row, scored[row.rowid][1], round(scored[row.rowid][0], 6)) for row in rows.values()]
+    for row in _with_texts(index, rows.values()) if per_line else ():
+        score, _first = scored[row.rowid]
+        line_scores = _term_lines(row, set(terms))
         row.text = None
-        if per_line:
-            hits.extend(
-                (row, number, round(score, 6))
-                for _found, number in sorted(line_scores, key=lambda x: (-x[0], x[1]))
-            )
-        else:
-            best_line = max(line_scores, key=lambda x: (x[0], -x[1]))[1] if line_scores else first
-            hits.append((row, best_line, round(score, 6)))
+        hits.extend(
+            (row, number, round(score, 6))
+            for _found, number in sorted(line_scores, key=lambda x: (-x[0], x[1]))
+        )
     hits.sort(key=lambda h: (-(h[2] or 0), _desc(h[0].timestamp), h[1] or 0))
     return hits
+
+
+def _term_lines(row: _Row, wanted: set[str]) -> list[tuple[int, int]]:
+    """``(terms found, line number)`` of the lines the terms index saw holding any of ``wanted``
+    (all lines but the tail of a capped source).
+    """
+    line_scores = []
+    for number, text in enumerate(indexed_lines(row.lines), 1):
+        found = sum(1 for t in set(tokens(text)) if t in wanted)
+        if found:
+            line_scores.append((found, number))
+    return line_scores
+
+
+def best_term_line(row: _Row, query: str, chunk_line: int) -> int:
+    """The line of a terms hit to show: the one holding the most query terms (the first such),
+    else the first line of the source's best chunk. ``row`` has its text loaded.
+    """
+    line_scores = _term_lines(row, set(query_terms(query)))
+    return max(line_scores, key=lambda x: (x[0], -x[1]))[1] if line_scores else chunk_line
 
 
 def _find_handle(index: SearchIndex, handle: str, within: Container[int] | None = None) -> int:

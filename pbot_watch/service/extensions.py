@@ -1,19 +1,17 @@
 """Where the service's extensions are assembled; each part adds its own lines here.
 
-``pbot-watch run`` calls ``build_extensions`` once at startup. The search index adds a
-``RecordListener``, the summary engine an ``IdleWorker`` and a ``"summaries"`` status
+``pbot-watch run`` calls ``build_extensions`` once at startup. The search index and raw memory add a
+``RecordListener`` each, the summary engine an ``IdleWorker`` and a ``"summaries"`` status
 provider (see ``pbot_watch.service.hooks`` for the contracts).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from pbot_watch.memory.listener import MemoryListener
+from pbot_watch.search.held import HeldIndex
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
-
-if TYPE_CHECKING:  # annotations only: the index is opened when the first record is written
-    from pbot_watch.search.index import SearchIndex
 
 
 def build_extensions(context: ServiceContext) -> Extensions:
@@ -24,6 +22,8 @@ def build_extensions(context: ServiceContext) -> Extensions:
     # append finds it without refreshing first. Opened lazily on the consumer thread (SQLite
     # connections stay on the thread that made them).
     extensions.listeners.append(SearchListener(settings.state_dir))
+    # Raw memory: the session files queries read are followed as they grow (memory/listener.py).
+    extensions.listeners.append(MemoryListener(settings.state_dir))
 
     # Summaries: the idle worker, the folders it learns from written records, and its status.
     from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415 - built only for `run`
@@ -39,12 +39,7 @@ class SearchListener:
     """A ``RecordListener`` that re-indexes each written record in the search index."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self._index: SearchIndex | None = None
+        self.index = HeldIndex(state_dir)
 
     def __call__(self, record: Path, session_id: str) -> None:  # noqa: ARG002 - the listener's signature
-        if self._index is None:
-            from pbot_watch.search.index import SearchIndex  # noqa: PLC0415 - only when records are written
-
-            self._index = SearchIndex(SearchIndex.default_path(self.state_dir))
-        self._index.update_record(record)
+        self.index.use(lambda index: index.update_record(record))
