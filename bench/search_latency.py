@@ -271,16 +271,22 @@ def main() -> None:
     base = args.keep or Path(tempfile.mkdtemp(prefix="pbot-bench-"))
     archive = base / "archive"
     db = base / "search.db"
-    if args.reuse and db.exists() and archive.is_dir():
+    reused = args.reuse and db.exists() and archive.is_dir()
+    if reused:
         index = SearchIndex(db)
         print(f"reusing {archive} and its index ({index.counts()['nodes']} nodes)")
-    else:
+    if reused and index.counts()["nodes"] == 0:
+        # Opening an index of an older schema version started it over: build it again.
+        index.close()
+        reused = False
+    if not reused:
         started = time.perf_counter()
-        nodes = generate(archive, args.exchanges)
-        print(
-            f"archive: {args.exchanges} exchanges, {nodes} nodes in {len(list(archive.glob('*.json')))} records "
-            f"({sum(p.stat().st_size for p in archive.glob('*.json')) / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s"
-        )
+        if not (args.reuse and archive.is_dir()):
+            nodes = generate(archive, args.exchanges)
+            print(
+                f"archive: {args.exchanges} exchanges, {nodes} nodes in {len(list(archive.glob('*.json')))} records "
+                f"({sum(p.stat().st_size for p in archive.glob('*.json')) / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s"
+            )
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
         index = SearchIndex(db)
