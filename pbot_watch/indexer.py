@@ -143,9 +143,12 @@ class Indexer:
         siblings = sorted(p for p, t in self.files.items() if t.session_id == session_id)
         histories = [h for p in siblings if (h := self.files[p].state.history()) is not None]
         for p in siblings:
-            if self.files[p].state.tree.cycles:
+            tree = self.files[p].state.tree
+            if tree.cycles:
+                result.warnings.append(f"{p}: parentId cycle cut at {sorted(tree.cycles)}")
+            elif not histories and tree.tipless():
                 result.warnings.append(
-                    f"{p}: parentId cycle cut at {sorted(self.files[p].state.tree.cycles)}"
+                    f"{p}: parentId cycle through every entry ({len(tree.by_id)} entries): no branch to index"
                 )
         if not histories:
             result.outcome = "empty"

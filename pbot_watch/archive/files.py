@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
-from pbot_watch.archive.locations import exclusion, workspace_folder
+from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
@@ -104,6 +104,10 @@ class ArchiveStore:
     def _folder_for(self, workspace: str | None) -> Path:
         if workspace is None:
             raise WorkspaceSkipped("the session header has no cwd")
+        if relative_workspace(workspace):
+            raise WorkspaceSkipped(
+                f"the session header's cwd {workspace!r} is relative: no folder to write to"
+            )
         reason = exclusion(workspace, self.include, self.exclude)
         if reason is not None:
             raise WorkspaceSkipped(f"workspace {workspace} is {reason}")
@@ -111,6 +115,9 @@ class ArchiveStore:
             return self.central
         if not Path(workspace).is_dir():
             raise WorkspaceSkipped(f"workspace {workspace} no longer exists")
+        link = link_out_of(workspace)
+        if link is not None:
+            raise WorkspaceSkipped(f"workspace {workspace}: {link} is a symlink out of it")
         folder = workspace_folder(workspace)
         try:
             ensure_dir(folder)

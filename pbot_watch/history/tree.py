@@ -87,6 +87,14 @@ class SessionTree:
                 seen.setdefault(self.leaf, None)
         return list(seen)
 
+    def tipless(self) -> bool:
+        """Whether no entry with an id is a tip: each is some entry's parent.
+
+        Then a ``parentId`` cycle runs through all of them (a finite set where every entry has
+        a child has one), and pbot, which walks from tips only, finds no branch at all.
+        """
+        return bool(self.by_id) and not self.tips()
+
     def branch(self, tip: str) -> list[Step]:
         """``getBranch(tip)``: root first; a cycle is cut at the first repeated id."""
         path: list[Step] = []
