@@ -556,6 +556,42 @@ class TestProcess:
         assert done.stdout.strip() == "[]"
 
 
+class TestMalformedJsonRpc:
+    """Lines that are no JSON-RPC message get a JSON-RPC error reply; the server goes on."""
+
+    def replies(self, world: World, *lines: str) -> list[dict[str, Any]]:
+        """Each line sent to a fresh ``pbot-watch mcp``, then stdin closed: every reply on stdout."""
+        done = subprocess.run(
+            [str(SCRIPT), "mcp", *world.args()], input="".join(f"{line}\n" for line in lines),
+            capture_output=True, text=True, env=world.env, check=False, timeout=60,
+        )  # fmt: skip
+        assert 0 == done.returncode, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    def test_parse_error(self, world: World) -> None:
+        """A line that is not JSON: error -32700 with a null id (none could be read)."""
+        [reply] = self.replies(world, "this is not json")
+        assert {"jsonrpc": "2.0", "id": None} == {k: reply[k] for k in ("jsonrpc", "id")}
+        assert -32700 == reply["error"]["code"]
+
+    def test_invalid_request_keeps_its_id(self, world: World) -> None:
+        """JSON that is no JSON-RPC message: error -32600, with the request's id when it has one."""
+        replies = self.replies(world, '{"jsonrpc":"2.0","id":7,"method":42}', "[1, 2]", '{"id":"x"}')
+        assert [(7, -32600), (None, -32600), ("x", -32600)] == [
+            (r["id"], r["error"]["code"]) for r in replies
+        ]
+
+    def test_server_answers_after_garbage(self, world: World) -> None:
+        """After malformed lines the same process still initializes."""
+        initialize = {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        }  # fmt: skip
+        replies = self.replies(world, "{", "", json.dumps(initialize))
+        assert [(None, -32700)] == [(r["id"], r["error"]["code"]) for r in replies if "error" in r]
+        assert "pbot-watch" == next(r for r in replies if r.get("id") == 1)["result"]["serverInfo"]["name"]
+
+
 class TestDocs:
     def test_docs_cover_every_tool_and_pi_registration(self) -> None:
         """docs/mcp.md names each tool and the command that registers the server with Pi."""
