@@ -47,6 +47,8 @@ TICK_SECONDS = 0.1
 # Reading due files pauses after this long to write status, so the heartbeat stays timely.
 BATCH_SECONDS = 0.5
 SHUTDOWN_SECONDS = 1.0
+# Put on the change queue by a stop signal, to end the consumer's wait; it changes nothing.
+WAKE = Change("wake", Path())
 EXIT_FORCED = 130
 
 
@@ -121,6 +123,11 @@ class Server:
             os.write(2, b"pbot-watch: forced exit\n")
             os._exit(EXIT_FORCED)
         self.should_exit = True
+        # The consumer may be waiting on the change queue; a handler run inside that wait has
+        # been seen to leave it waiting (a stop ignored for 15 s on a loaded machine, with every
+        # other thread idle). A change put from another thread ends the wait for sure. Not put
+        # from here: the handler may run while this thread holds the queue's lock.
+        threading.Thread(target=self.changes.put, args=(WAKE,), name="pbot-wake", daemon=True).start()
 
     # ---- startup -----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -212,6 +219,8 @@ class Server:
             if change.path in self.tailer.known or change.path in self.tailer.indexer.files:
                 # A write to a session we follow: the person is active (cancel idle work now).
                 self.idle.activity(now)
+        elif change.kind == "wake":
+            return
         elif change.kind == "folder":
             # A new (or moved-in) folder: its files may predate the watch on it.
             for path in scan([change.path]):

@@ -49,7 +49,7 @@ _CONTENT_EVENTS = {
 }
 _LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
 
-ChangeKind = Literal["file", "folder", "folder-gone"]
+ChangeKind = Literal["file", "folder", "folder-gone", "wake"]
 
 
 @dataclass(frozen=True, slots=True)
