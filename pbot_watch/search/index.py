@@ -24,10 +24,11 @@ beside the schema version: an index made under other rules is rebuilt like an ol
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any, Self
 from pbot_watch.archive.files import read_record
 from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
-from pbot_watch.history.jstext import has_lone_surrogate, locale_key, to_well_formed
+from pbot_watch.history.jstext import has_lone_surrogate, locale_key, to_well_formed, utf16_slice
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
@@ -614,6 +615,113 @@ class SearchIndex:
             "nodes": q("SELECT count(*) FROM nodes").fetchone()[0],
             "searchable": q("SELECT count(*) FROM nodes WHERE searchable").fetchone()[0],
         }
+
+
+READ_PIECE = 1 << 20
+"""Bytes of a capped text read at a time when a query tests it (``text_holds``)."""
+
+
+def text_holds(conn: sqlite3.Connection, rowid: int, needle: str) -> bool:
+    """Whether node ``rowid``'s exact text, lower-cased as pbot does, holds ``needle``; read in pieces.
+
+    A capped text can be 50 MB (a pasted log). Loading it whole and lower-casing a copy, for
+    every query, cost hundreds of MB and seconds. Lower-casing piece by piece gives the same
+    characters except around a capital sigma (its final form depends on what follows, the one
+    rule of ``toLowerCase`` that looks at context): a text holding one is tested whole.
+    """
+    row = conn.execute("SELECT text_json IS NOT NULL FROM node_texts WHERE rowid = ?", (rowid,)).fetchone()
+    if row is None:
+        return False
+    if not row[0]:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        keep = len(needle) - 1
+        carry = ""
+        with conn.blobopen("node_texts", "text", rowid, readonly=True) as blob:
+            while True:
+                data = blob.read(READ_PIECE)
+                piece = decoder.decode(data, final=not data)
+                if "\u03a3" in piece:
+                    break
+                window = carry + piece.lower()
+                if needle in window:
+                    return True
+                if not data:
+                    return False
+                carry = window[-keep:] if keep else ""
+    text, text_json = conn.execute(
+        "SELECT text, text_json FROM node_texts WHERE rowid = ?", (rowid,)
+    ).fetchone()
+    return _holds(text, text_json, needle)
+
+
+def _pieces(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
+    """Node ``rowid``'s text, ``READ_PIECE`` bytes at a time (a character never split)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with conn.blobopen("node_texts", "text", rowid, readonly=True) as blob:
+        while True:
+            data = blob.read(READ_PIECE)
+            piece = decoder.decode(data, final=not data)
+            if piece:
+                yield piece
+            if not data:
+                return
+
+
+def text_head(conn: sqlite3.Connection, rowid: int, chars: int) -> str:
+    """The first ``chars`` characters of node ``rowid``'s exact text, reading only its first piece(s)."""
+    row = conn.execute("SELECT text_json FROM node_texts WHERE rowid = ?", (rowid,)).fetchone()
+    if row is None:
+        return ""
+    if row[0] is not None:
+        text: str = json.loads(row[0])
+        return text[:chars]
+    head = ""
+    for piece in _pieces(conn, rowid):
+        head += piece[: chars - len(head)]
+        if len(head) >= chars:
+            break
+    return head
+
+
+def _units(text: str) -> int:
+    """UTF-16 units of ``text`` (JavaScript's ``length``)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def capped_snippet(conn: sqlite3.Connection, rowid: int, needle: str, before: int, length: int) -> str | None:
+    """Pbot's snippet of node ``rowid``'s text, read in pieces: ``length`` UTF-16 units from
+    ``before`` units ahead of ``text.toLowerCase().indexOf(needle)`` (0 when absent).
+
+    ``None`` when that takes the whole text after all (see ``text_holds``).
+    """
+    row = conn.execute("SELECT text_json IS NOT NULL FROM node_texts WHERE rowid = ?", (rowid,)).fetchone()
+    if row is None or row[0]:
+        return None
+    hit, keep = -1, len(needle) - 1
+    carry, done = "", 0  # the lowered tail kept, and the units of lowered text before it
+    for piece in _pieces(conn, rowid):
+        if "\u03a3" in piece:
+            return None
+        window = carry + piece.lower()
+        found = window.find(needle)
+        if found >= 0:
+            hit = done + _units(window[:found])
+            break
+        carry = window[-keep:] if keep else ""
+        done += _units(window[: len(window) - len(carry)])
+    start = max(0, hit - before)
+    kept: list[str] = []
+    first = at = 0  # units before the first piece kept, and before the next piece
+    for piece in _pieces(conn, rowid):
+        units = _units(piece)
+        if at + units > start:
+            if not kept:
+                first = at
+            kept.append(piece)
+            if at + units >= start + length:
+                break
+        at += units
+    return utf16_slice("".join(kept), start - first, start - first + length)
 
 
 def _holds(text: str, text_json: str | None, needle: str) -> bool:

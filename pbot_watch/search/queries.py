@@ -39,7 +39,7 @@ from pbot_watch.history.jstext import (
 )
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
-from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.index import SearchIndex, capped_snippet, text_head, text_holds
 from pbot_watch.search.models import (
     MatchMode,
     NodeBrief,
@@ -68,15 +68,42 @@ MIN_TRIGRAM_CHARS = 3
 
 _NODE_COLUMNS = (
     "n.rowid, n.id, n.kind, n.level, t.text, t.text_json, n.from_, n.to_, n.ready, n.completed, "
-    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace, r.name_json"
+    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace, r.name_json, n.capped"
 )
+CAPPED_HEAD = 1 << 16
+"""Characters of a capped text read for a preview (100 units of it with whitespace collapsed)."""
+_HEAD_COLUMNS = _NODE_COLUMNS.replace(
+    "t.text, t.text_json,",
+    "CASE WHEN n.capped THEN NULL ELSE t.text END, CASE WHEN n.capped THEN NULL ELSE t.text_json END,",
+)
+"""``_NODE_COLUMNS`` without a capped text (``n.capped``), ``_with_heads`` puts its head in: for
+previews and snippets, which must not read a 50 MB pasted log whole (nor SQLite a ``substr``
+of it, which loads the value whole)."""
+
+
+def _with_heads(index: SearchIndex, rows: list[Any]) -> list[Any]:
+    """Rows of ``_HEAD_COLUMNS`` with the first ``CAPPED_HEAD`` characters of each capped text."""
+    return [
+        (*row[:4], text_head(index.conn, row[0], CAPPED_HEAD), *row[5:]) if row[18] else row for row in rows
+    ]
+
+
 _NODE_FROM = "nodes n JOIN records r ON r.rowid = n.record JOIN node_texts t ON t.rowid = n.rowid"
 
-_CAPPED_HOLDING = (
-    "SELECT c.rowid FROM nodes c JOIN node_texts ct ON ct.rowid = c.rowid "
-    "WHERE c.capped = 1 AND c.searchable = 1 AND holds(ct.text, ct.text_json, :needle)"
-)
-"""Searchable capped nodes whose text holds the needle (few: only texts over INDEXED_CHARS)."""
+_CAPPED_HOLDING = "SELECT value FROM json_each(:capped)"
+"""The searchable capped nodes whose text holds the needle (``_capped_holding``), in SQL."""
+
+
+def _capped_holding(index: SearchIndex, needle: str) -> list[int]:
+    """Searchable capped nodes whose text holds ``needle``: few (only texts over INDEXED_CHARS),
+    each read in pieces, once per query (``index.text_holds``).
+    """
+    return [
+        rowid
+        for (rowid,) in index.conn.execute("SELECT rowid FROM nodes WHERE capped = 1 AND searchable = 1")
+        if text_holds(index.conn, rowid, needle)
+    ]
+
 
 WALK_DENSITY = 0.02
 """When at least this share of all nodes match, walking the nodes newest first and checking the
@@ -299,6 +326,8 @@ def search_history(
         return _scan(index, query, filt, offset, limit, needle)
     filt.params["fts"] = fts_quote(needle)
     filt.params["needle"] = needle
+    capped = _capped_holding(index, needle)
+    filt.params["capped"] = json.dumps(capped)
     # A capped node (index.INDEXED_CHARS) is not wholly in the FTS tables: its text is tested.
     fts = (
         f"(n.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH :fts) OR n.rowid IN ({_CAPPED_HOLDING}))"
@@ -310,11 +339,11 @@ def search_history(
         # (The terms index holds a capped node's head: count such a node once.)
         total = index.conn.execute(
             f"SELECT (SELECT count(*) FROM {table} WHERE {table} MATCH :fts) + (SELECT count(*) FROM "
-            f"({_CAPPED_HOLDING}) h WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {table} MATCH :fts AND rowid = h.rowid))",
-            {"fts": filt.params["fts"], "needle": needle},
+            f"({_CAPPED_HOLDING}) h WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {table} MATCH :fts AND rowid = h.value))",
+            {"fts": filt.params["fts"], "capped": filt.params["capped"]},
         ).fetchone()[0]
     if total >= WALK_DENSITY * _node_count(index):
-        return _walk(index, query, filt, offset, limit, needle, total)
+        return _walk(index, query, filt, offset, limit, needle, total, set(capped))
     return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle, total)
 
 
@@ -371,8 +400,13 @@ def _result(
 ) -> SearchResult:
     matches = []
     for row in rows:
-        text = _exact_text(row)
-        matches.append(_match(index, row, snippet_at(text, _utf16_index(text.lower(), needle)), None))
+        snippet = (
+            capped_snippet(index.conn, row[0], needle, SNIPPET_BEFORE, SNIPPET_LENGTH) if row[18] else None
+        )
+        if snippet is None:
+            text = _exact_text(_rows(index, [row[0]])[0]) if row[18] else _exact_text(row)
+            snippet = snippet_at(text, _utf16_index(text.lower(), needle))
+        matches.append(_match(index, row, snippet, None))
     return SearchResult(
         query=query,
         match=match,
@@ -383,24 +417,35 @@ def _result(
 
 
 def _walk(
-    index: SearchIndex, query: str, filt: _Filter, offset: int, limit: int, needle: str, total: int
+    index: SearchIndex,
+    query: str,
+    filt: _Filter,
+    offset: int,
+    limit: int,
+    needle: str,
+    total: int,
+    capped: set[int],
 ) -> SearchResult:
-    """Common needles: read nodes newest first and keep those whose text has the needle."""
+    """Common needles: read nodes newest first and keep those whose text has the needle.
+
+    A capped node's text is not read here: ``capped`` says which of them hold the needle.
+    """
     rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE {filt.where('n.searchable = 1')} "
-        "ORDER BY n.to_key DESC, n.id_key",
+        "SELECT n.rowid, n.capped, CASE WHEN n.capped THEN '' ELSE t.text END, "
+        f"CASE WHEN n.capped THEN NULL ELSE t.text_json END FROM {_NODE_FROM} "
+        f"WHERE {filt.where('n.searchable = 1')} ORDER BY n.to_key DESC, n.id_key",
         filt.params,
     )
-    page: list[Any] = []
+    page: list[int] = []
     seen = 0
-    for row in rows:
-        if needle in _exact_text(row).lower():
+    for rowid, is_capped, text, text_json in rows:
+        if rowid in capped if is_capped else needle in (json.loads(text_json) if text_json else text).lower():
             if seen >= offset:
-                page.append(row)
+                page.append(rowid)
                 if len(page) == limit:
                     break
             seen += 1
-    return _result(index, query, "literal", page, needle, total, offset, limit)
+    return _result(index, query, "literal", _rows(index, page, heads=True), needle, total, offset, limit)
 
 
 def _page(
@@ -427,20 +472,19 @@ def _page(
             {**filt.params, "limit": limit, "offset": offset},
         )
     ]
-    return _result(index, query, match, _rows(index, ids), needle, total, offset, limit)
+    return _result(index, query, match, _rows(index, ids, heads=True), needle, total, offset, limit)
 
 
-def _rows(index: SearchIndex, rowids: list[int]) -> list[Any]:
-    """Full rows for these node row ids, in the given order."""
+def _rows(index: SearchIndex, rowids: list[int], *, heads: bool = False) -> list[Any]:
+    """Full rows for these node row ids, in the given order (``heads``: see ``_HEAD_COLUMNS``)."""
     if not rowids:
         return []
     marks = ",".join("?" * len(rowids))
-    found = {
-        row[0]: row
-        for row in index.conn.execute(
-            f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.rowid IN ({marks})", rowids
-        )
-    }
+    columns = _HEAD_COLUMNS if heads else _NODE_COLUMNS
+    rows = index.conn.execute(
+        f"SELECT {columns} FROM {_NODE_FROM} WHERE n.rowid IN ({marks})", rowids
+    ).fetchall()
+    found = {row[0]: row for row in (_with_heads(index, rows) if heads else rows)}
     return [found[r] for r in rowids if r in found]
 
 
@@ -459,7 +503,14 @@ def _scan(
         if needle in (json.loads(text_json) if text_json else text).lower()
     ]
     return _result(
-        index, query, "literal", _rows(index, hits[offset : offset + limit]), needle, len(hits), offset, limit
+        index,
+        query,
+        "literal",
+        _rows(index, hits[offset : offset + limit], heads=True),
+        needle,
+        len(hits),
+        offset,
+        limit,
     )
 
 
@@ -585,9 +636,10 @@ def _briefs(index: SearchIndex, record: int, ids: list[str]) -> list[NodeBrief]:
     ids = to_well_formed(ids)  # as index.py stores node ids
     placeholders = ",".join("?" * len(ids))
     rows = index.conn.execute(
-        f"SELECT {_NODE_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",
+        f"SELECT {_HEAD_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",
         (record, *ids),
     ).fetchall()
+    rows = _with_heads(index, rows)
     by_id: dict[str, Sequence[Any]] = {}
     for row in rows:
         by_id.setdefault(row[1], row)
