@@ -102,11 +102,17 @@ class ListenerThread:
 
     def _run(self) -> None:
         while True:
-            self._reader_idle.wait(DEFER_SECONDS)
             with self._wake:
                 self._busy = False
                 self._wake.notify_all()
                 self._wake.wait_for(lambda: self._queue or self._stopping)
+                if self._stopping:
+                    return
+            # Records are queued while the reader is in the middle of a round: let it finish
+            # first (the wait comes after the record, not before, or a round's first record
+            # would always be passed while the reader still works).
+            self._reader_idle.wait(DEFER_SECONDS)
+            with self._wake:
                 if self._stopping:
                     return
                 record, session_id = self._queue.popitem(last=False)
