@@ -94,15 +94,17 @@ _CAPPED_HOLDING = "SELECT value FROM json_each(:capped)"
 """The searchable capped nodes whose text holds the needle (``_capped_holding``), in SQL."""
 
 
+CAPPED_NODES = "SELECT rowid FROM nodes WHERE capped AND searchable = 1"
+"""The searchable capped nodes. ``WHERE capped`` repeats the partial index ``nodes_capped``'s own
+condition, which is what lets SQLite use it: ``capped = 1`` scans every node (19 ms at 100,000
+exchanges, on every literal query)."""
+
+
 def _capped_holding(index: SearchIndex, needle: str) -> list[int]:
     """Searchable capped nodes whose text holds ``needle``: few (only texts over INDEXED_CHARS),
     each read in pieces, once per query (``index.text_holds``).
     """
-    return [
-        rowid
-        for (rowid,) in index.conn.execute("SELECT rowid FROM nodes WHERE capped = 1 AND searchable = 1")
-        if text_holds(index.conn, rowid, needle)
-    ]
+    return [rowid for (rowid,) in index.conn.execute(CAPPED_NODES) if text_holds(index.conn, rowid, needle)]
 
 
 WALK_DENSITY = 0.02

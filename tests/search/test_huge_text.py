@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.search.index import INDEXED_CHARS, READ_PIECE
-from pbot_watch.search.queries import _utf16_index, preview, snippet_at
+from pbot_watch.search.queries import CAPPED_NODES, _utf16_index, preview, snippet_at
 from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
 
@@ -98,3 +98,14 @@ class TestMemory:
         short = peak_rss_mb("search", "sqlite", *where)  # reads the 20 MB text too, to find no match
         hit = peak_rss_mb("search", "uniquemarker", *where)
         assert hit - short < 10, (hit, short)
+
+
+class TestPlan:
+    def test_finding_the_capped_nodes_reads_only_them(self, roots: tuple[str, ...]) -> None:
+        """Every literal query looks up the capped nodes: through the partial index, not a scan of all nodes."""
+        assert 0 == invoke("search", "tail mark", *roots).returncode
+        db = Path(os.environ["XDG_STATE_HOME"]) / "pbot-watch" / "search.db"
+        with sqlite3.connect(db) as conn:
+            plan = [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {CAPPED_NODES}")]
+        conn.close()
+        assert ["SCAN nodes USING INDEX nodes_capped"] == plan
