@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from pbot_watch.archive.locations import workspace_folder
+from pbot_watch.archive.locations import relative_workspace, workspace_folder
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.sources import iter_session_files, known_header
@@ -68,7 +68,9 @@ def record_folders(index: SearchIndex, roots: Iterable[Path], archive: Path | No
         return [RecordFolder(archive, None)]
     folders: dict[Path, RecordFolder] = {}
     for _sid, workspace in session_headers(index, [r for r in roots if r.is_dir()]).values():
-        if workspace is not None:
+        # A relative cwd has no record (index skips it): looking it up would read the records of
+        # whatever folder the caller stands in.
+        if workspace is not None and not relative_workspace(workspace):
             folder = workspace_folder(workspace)
             folders.setdefault(folder, RecordFolder(folder, workspace))
     for known in index.known_folders():

@@ -69,6 +69,20 @@ class TestRelativeCwd:
         assert "warning: the session header's cwd './ws' is relative" in done.stderr
         assert 1 == len(record_files(archive))
 
+    def test_search_does_not_look_in_the_callers_folder(self, tmp_path: Path) -> None:
+        """search reads no records from ``<caller>/ws`` for a session whose ``cwd`` is ``ws``."""
+        caller = tmp_path / "caller"
+        planted = tmp_path / "planted"
+        (caller / "ws").mkdir(parents=True)
+        session(planted, "absolute", str(caller / "ws"), "01a228f5-0000-7000-8000-0000000000a4")
+        done = run("index", "--sessions", str(planted), env=environment(tmp_path / "first"))
+        assert 1 == len(record_files(caller / "ws")), done.stderr
+        sessions = tmp_path / "sessions"
+        session(sessions, "relative", "ws", "01a228f5-0000-7000-8000-0000000000a5")
+        found = run("search", "question", "--sessions", str(sessions), env=environment(tmp_path), cwd=caller)
+        assert 0 == found.returncode, found.stderr
+        assert "no matches" in found.stdout
+
 
 class TestSymlinkedRecordFolder:
     """A workspace whose ``.pi`` or ``.pi/pbot/history`` is a symlink out of it is refused."""
