@@ -19,7 +19,7 @@ def build_extensions(context: ServiceContext) -> Extensions:
     extensions = Extensions()
 
     # Search: keep the derived index current as records are written, so a query right after an
-    # append finds it without refreshing first. Opened lazily on the consumer thread (SQLite
+    # append finds it without refreshing first. Opened lazily on the listener thread (SQLite
     # connections stay on the thread that made them).
     extensions.listeners.append(SearchListener(settings.state_dir))
     # Raw memory: the session files queries read are followed as they grow (memory/listener.py).
