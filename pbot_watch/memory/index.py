@@ -19,11 +19,13 @@ never the record index, and ``search/index.py`` need not know raw memory exists.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
 from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
-from pbot_watch.search.index import SearchIndex, storable
+from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import (
     NotRegularFile,
     iter_session_files,
@@ -500,6 +502,38 @@ def source_text(conn: sqlite3.Connection, rowid: int) -> str:
     """The whole text of one stored source."""
     data, packed = conn.execute("SELECT data, packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
     return unpack(data, bool(packed))
+
+
+def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
+    """The lines of one stored source, read, inflated and decoded a piece at a time.
+
+    For a capped source (a pasted 50 MB log): a query that looks for a line in it, or shows a
+    few of its lines, holds a piece and a line, never the whole text or a list of its lines.
+    """
+    (packed,) = conn.execute("SELECT packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
+    inflate = zlib.decompressobj() if packed else None
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
+    carry = ""
+    with conn.blobopen("mem_texts", "data", rowid, readonly=True) as blob:
+        while True:
+            raw = blob.read(READ_PIECE)
+            pieces = [raw] if inflate is None else _inflated(inflate, raw)
+            for piece in pieces:
+                lines = (carry + decoder.decode(piece)).split("\n")
+                carry = lines.pop()
+                yield from lines
+            if not raw:
+                break
+    yield carry + decoder.decode(b"", final=True)
+
+
+def _inflated(inflate: Any, raw: bytes) -> Iterator[bytes]:
+    """What ``raw`` inflates to, at most ``READ_PIECE`` bytes at a time (logs compress 10:1 and more)."""
+    if not raw:  # the end of the stored bytes
+        yield inflate.flush()
+    while raw:
+        yield inflate.decompress(raw, READ_PIECE)
+        raw = inflate.unconsumed_tail
 
 
 def drop_source(conn: sqlite3.Connection, rowid: int) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from pbot_watch.memory.branch import HISTORICAL, RETAINED, UNKNOWN, context_labels
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
-from pbot_watch.memory.index import ensure_memory_tables
+from pbot_watch.memory.index import ensure_memory_tables, source_lines
 from pbot_watch.memory.texts import indexed_lines, literal_match, unpack
 from pbot_watch.search.errors import BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
@@ -86,13 +86,24 @@ class _Row:
     label: str
     sections: list[tuple[str, int, int]]
     line_count: int
+    capped: bool = False
+    """Longer than the indexes see (a pasted log): read line by line, never whole, to search or show."""
     text: str | None = None
     """The whole text, once ``_with_texts`` loaded it (only rows that are shown or confirmed)."""
+    shown: tuple[int, list[str]] | None = None
+    """Instead of ``text`` for a capped row on a page: the first line number and lines shown."""
 
     @property
     def lines(self) -> list[str]:
         assert self.text is not None, "load the text first (_with_texts)"
         return self.text.split("\n")
+
+    def between(self, first: int, last: int) -> list[str]:
+        """Lines ``first`` to ``last`` (1-based, inclusive) of the text or of what is ``shown``."""
+        if self.text is None and self.shown is not None:
+            start, lines = self.shown
+            return lines[first - start : last - start + 1]
+        return self.lines[first - 1 : last]
 
     @property
     def handle(self) -> str:
@@ -105,13 +116,11 @@ class _Row:
         return None
 
 
-_ROW_COLUMNS = (
-    "s.rowid, s.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, s.line_count"
-)
+_ROW_COLUMNS = "s.rowid, s.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, s.line_count, s.capped"
 
 
 def _row(values: Any) -> _Row:
-    rowid, session_id, entry_id, part, kind, timestamp, label, sections, line_count = values
+    rowid, session_id, entry_id, part, kind, timestamp, label, sections, line_count, capped = values
     return _Row(
         rowid,
         session_id,
@@ -122,6 +131,7 @@ def _row(values: Any) -> _Row:
         label,
         [tuple(s) for s in json.loads(sections)],
         line_count,
+        bool(capped),
     )
 
 
@@ -284,14 +294,14 @@ def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     hi = min(section.last_line if section else row.line_count, line + SNIPPET_CONTEXT)
     shown = [
         text if len(text) <= SNIPPET_LINE_CHARS else text[:SNIPPET_LINE_CHARS] + "…"
-        for text in row.lines[lo - 1 : hi]
+        for text in row.between(lo, hi)
     ]
     return "\n".join(shown), (lo, hi)
 
 
 def _hit(row: _Row, line: int | None, score: float | None, context: MemoryContext) -> MemoryHit:
     if line is None:
-        snippet, lines, section = "\n".join(row.lines[: 1 + 2 * SNIPPET_CONTEXT]), None, None
+        snippet, lines, section = "\n".join(row.between(1, 1 + 2 * SNIPPET_CONTEXT)), None, None
     else:
         snippet, span = _snippet(row, line)
         lines, section = span, row.section_of(line)
@@ -371,7 +381,10 @@ def search_memory(
         hits.sort(key=lambda hit: _CONTEXT_ORDER[scope.labels[hit[0].rowid]])
     total = len(hits)
     page = hits[offset : offset + limit]
-    _load_texts(index, [row for row, _line, _score in page])
+    if match == "terms":
+        _load_texts(index, [row for row, _line, _score in page])
+    else:
+        _show(index, page)
     if needle and match == "terms" and in_ is None:
         page = [(row, best_term_line(row, needle, line or 1), score) for row, line, score in page]
     next_offset = offset + limit if offset + limit < total else None
@@ -451,12 +464,43 @@ def _lines_with(text: str, needle: str, *, every: bool) -> list[int]:
     return found
 
 
+def _streamed_lines_with(index: SearchIndex, rowid: int, needle: str, *, every: bool) -> list[int]:
+    """``_lines_with`` on a stored source read line by line (``source_lines``): for capped ones."""
+    found: list[int] = []
+    for number, line in enumerate(source_lines(index.conn, rowid), 1):
+        if needle in line.lower():
+            found.append(number)
+            if not every:
+                break
+    return found
+
+
+def _show(index: SearchIndex, page: list[tuple[_Row, int | None, float | None]]) -> None:
+    """Load what the page's hits show: whole texts, but only the lines shown of a capped source."""
+    _load_texts(index, [row for row, _line, _score in page if not row.capped])
+    for row, line, _score in page:
+        if row.capped and row.text is None:
+            first = 1 if line is None else max(1, line - SNIPPET_CONTEXT)
+            last = first + 2 * SNIPPET_CONTEXT if line is None else line + SNIPPET_CONTEXT
+            shown = []
+            for number, text in enumerate(source_lines(index.conn, row.rowid), 1):
+                if number > last:
+                    break
+                if number >= first:
+                    shown.append(text)
+            row.shown = (first, shown)
+
+
 def _literal_hits(
     index: SearchIndex, needle: str, *, per_line: bool
 ) -> list[tuple[_Row, int | None, float | None]]:
     rows = _load(index, _literal_candidates(index, needle))
     hits: list[tuple[_Row, int | None, float | None]] = []
-    for row in _with_texts(index, rows.values()):
+    for row in rows.values():
+        if row.capped:
+            lines = _streamed_lines_with(index, row.rowid, needle, every=per_line)
+            hits.extend((row, line, None) for line in (lines if per_line else lines[:1]))
+    for row in _with_texts(index, [row for row in rows.values() if not row.capped]):
         # Confirm on the exact text (the index stores U+FFFD for lone surrogates, and is a filter).
         assert row.text is not None
         lines = _lines_with(row.text, needle, every=per_line)

@@ -81,7 +81,8 @@ def peak_rss_mb(*args: str) -> float:
 @pytest.mark.slow
 class TestMemory:
     def test_a_search_hitting_a_20_mb_line_costs_little_memory(self, tmp_path: Path) -> None:
-        """Once built, a search whose hit is in a 20 MB pasted line costs under 10 MB more than one hitting a short text."""
+        """Once built, a search (and a memory search) whose hit is in a 20 MB pasted line costs under
+        10 MB more than one hitting a short text."""
         log = "".join(f"2026-11-29 line {n} GET /api/items 200 latency_ms={n % 97}\n" for n in range(400_000))
         assert len(log) > 20_000_000
         pi = PiSession("s-log", "/w")
@@ -97,6 +98,10 @@ class TestMemory:
         assert 0 == invoke("search", "uniquemarker", *where).returncode  # builds the index
         short = peak_rss_mb("search", "sqlite", *where)  # reads the 20 MB text too, to find no match
         hit = peak_rss_mb("search", "uniquemarker", *where)
+        assert hit - short < 10, (hit, short)
+        assert 0 == invoke("memory", "search", "uniquemarker", *where).returncode  # builds raw memory
+        short = peak_rss_mb("memory", "search", "sqlite", *where)
+        hit = peak_rss_mb("memory", "search", "uniquemarker", *where)
         assert hit - short < 10, (hit, short)
 
 
