@@ -50,6 +50,7 @@ from pbot_watch.search.queries import read_node, search_history  # noqa: E402
 from pbot_watch.search.ranking import DEFAULT_RANKING, Ranking  # noqa: E402
 from pbot_watch.search.terms import TermRules  # noqa: E402
 from pbot_watch.search.tokens import query_terms, tokens  # noqa: E402
+from pbot_watch.search.when import MONTHS  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 NAMESPACE = uuid.UUID("0c0c0c0c-1111-4222-8333-444455556666")
@@ -64,26 +65,7 @@ SCORED_CATEGORIES = (1, 2, 3, 4)
 """Categories the exchange measure averages over; 5 (adversarial) has no evidence to find."""
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
-_MONTHS = {
-    m: i
-    for i, m in enumerate(
-        [
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ],
-        1,
-    )
-}
+_MONTHS = {m: i for i, m in enumerate(MONTHS, 1)}
 
 
 def session_start(text: str) -> datetime:

@@ -161,8 +161,11 @@ class WholeDigest:
         return self._hash.hexdigest()
 
 
-def cursor_at(fd: int, st: os.stat_result, offset: int, whole: WholeDigest) -> Cursor:
-    """The cursor of an open file read up to ``offset``: identity, mtime and fingerprints."""
+def cursor_at(fd: int, st: os.stat_result, offset: int, whole: WholeDigest | None = None) -> Cursor:
+    """The cursor of an open file read up to ``offset``: identity, mtime and fingerprints.
+
+    Without ``whole`` the cursor has no whole-file fingerprint (raw memory's: see its ``_plan``).
+    """
     head, tail = Cursor.windows(offset)
     return Cursor(
         st.st_dev,
@@ -171,7 +174,7 @@ def cursor_at(fd: int, st: os.stat_result, offset: int, whole: WholeDigest) -> C
         fingerprint(read_range(fd, *head)),
         fingerprint(read_range(fd, *tail)),
         st.st_mtime_ns,
-        whole.extend(fd, offset),
+        whole.extend(fd, offset) if whole is not None else "",
     )
 
 

@@ -33,11 +33,12 @@ from typing import Any
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
-from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, plan
+from pbot_watch.pi.cursor import Cursor, Plan, plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import (
     NotRegularFile,
+    cursor_at,
     iter_session_files,
     open_session,
     read_range,
@@ -451,7 +452,7 @@ def _read(
             return known is not None
         if writer is None:
             writer = _FileWriter(index, path, reader.header.id, start)
-        writer.finish(reader.header, _cursor(fd, st, reader.consumed), FileStamp.of(st))
+        writer.finish(reader.header, cursor_at(fd, st, reader.consumed), FileStamp.of(st))
         report.bytes_read += _window_bytes(reader.consumed)
     return True
 
@@ -470,19 +471,6 @@ def _plan(fd: int, st: os.stat_result, cursor: Cursor | None) -> Plan:
         cursor, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, read_range(fd, *head), read_range(fd, *tail)
     )
     return "reread" if check == "verify" else check
-
-
-def _cursor(fd: int, st: os.stat_result, offset: int) -> Cursor:
-    """The cursor of an open file read up to ``offset`` (without a whole fingerprint, see ``_plan``)."""
-    head, tail = Cursor.windows(offset)
-    return Cursor(
-        st.st_dev,
-        st.st_ino,
-        offset,
-        fingerprint(read_range(fd, *head)),
-        fingerprint(read_range(fd, *tail)),
-        st.st_mtime_ns,
-    )
 
 
 def _window_bytes(offset: int) -> int:
