@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Tool
 
 from pbot_watch.tools.text import HISTORY_NOTE, MEMORY_NOTE
-from tests.support.cli import invoke
+from tests.support.cli import invoke, scratch_user
 from tests.support.paths import FIXTURES, REPO
 from tests.support.pi_sessions import PiSession, iso
 
@@ -77,17 +77,7 @@ class World:
 
 
 def make_world(root: Path) -> World:
-    home = root / "home"
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "XDG_STATE_HOME": str(home / "state"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "PI_CODING_AGENT_DIR": str(home / ".pi" / "agent"),
-    }
-    if "PYTHONPATH" in os.environ:  # testing a checkout other than the installed one
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    env = scratch_user(root / "home")
     sessions = root / "sessions"
     write_session(sessions / "--nonexistent-ws-deploy--" / "deploy.jsonl")
     shutil.copy(FIXTURES / "real-v3" / "02-tool-calls.jsonl", sessions / "02-tool-calls.jsonl")

@@ -8,27 +8,15 @@ leaves no branch to index. Each is played through the real command, as a person 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from tests.support.cli import run
+from tests.support.cli import run, scratch_user
 from tests.support.pi_sessions import PiSession
 
 
 def environment(tmp_path: Path) -> dict[str, str]:
     """A scratch user: the state, settings and Pi folders all under ``tmp_path``."""
-    home = tmp_path / "home"
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "XDG_STATE_HOME": str(home / "state"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "PI_CODING_AGENT_DIR": str(home / ".pi" / "agent"),
-    }
-    if "PYTHONPATH" in os.environ:
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
+    return scratch_user(tmp_path / "home")
 
 
 def session(sessions: Path, name: str, cwd: str, session_id: str) -> Path:

@@ -24,6 +24,26 @@ from click.testing import CliRunner
 from tests.support.paths import REPO
 
 
+def scratch_user(home: Path) -> dict[str, str]:
+    """The environment of a user who lives in ``home``: state, settings, cache and Pi's folder there.
+
+    For a real subprocess, which must not see the test's own ``$HOME`` (``isolated_home`` only
+    changes this process's variables). ``PYTHONPATH`` is kept for testing a checkout other than
+    the installed one.
+    """
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "PI_CODING_AGENT_DIR": str(home / ".pi" / "agent"),
+    }
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 def pbot_watch_executable() -> str:
     """The installed console script as an absolute path: beside the test's python, else on PATH."""
     beside = Path(sys.executable).with_name("pbot-watch")
