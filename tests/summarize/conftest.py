@@ -1,12 +1,14 @@
-"""Fixtures for summary tests: a real OpenAI-compatible server on 127.0.0.1."""
+"""Fixtures for summary tests: a real OpenAI-compatible server on 127.0.0.1, a small history."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+from tests.support.pi_sessions import PiSession
 
 
 @pytest.fixture
@@ -15,3 +17,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     with OpenAIServer() as running:
         yield running
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    """A folder with ``sessions/`` holding one session of 8 exchanges (the archive goes beside it)."""
+    pi = PiSession("s-main", "/w")
+    pi.exchanges(8)
+    pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+    return tmp_path

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pi_sessions import PiSession
-
 pytestmark = pytest.mark.timeout(60)
 
 PAGE = 4096
@@ -34,14 +32,6 @@ def summarize(history: Path) -> subprocess.CompletedProcess[str]:
 
 def store_file() -> Path:
     return Path(os.environ["XDG_STATE_HOME"]) / "pbot-watch" / "summaries.db"
-
-
-@pytest.fixture
-def history(tmp_path: Path) -> Path:
-    pi = PiSession("s-main", "/w")
-    pi.exchanges(8)
-    pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
-    return tmp_path
 
 
 class TestDamagedStore:

@@ -13,7 +13,6 @@ import pytest
 
 from tests.support.archive import records
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.pi_sessions import PiSession
 from tests.support.summaries import MODEL, summaries
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,14 +27,6 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         env={**os.environ, **(env or {})},
         check=False,
     )
-
-
-@pytest.fixture
-def history(tmp_path: Path) -> Path:
-    pi = PiSession("s-main", "/w")
-    pi.exchanges(8)
-    pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
-    return tmp_path
 
 
 class TestSummarizeCommand:
