@@ -54,6 +54,7 @@ TOTAL_MB = 634.0
 SESSIONS = 300
 EXCHANGES = 200
 POLL_SECONDS = 0.05
+RSS_POLL_SECONDS = 0.02
 RUN_TIMEOUT_S = 1800.0
 
 
@@ -76,16 +77,51 @@ def pbot_watch() -> list[str]:
     return [exe] if exe else [sys.executable, "-c", "from pbot_watch.cli import main; main()"]
 
 
+class PeakRss:
+    """A child's own peak RSS: its ``VmHWM``, sampled until it ends.
+
+    ``ru_maxrss`` from ``wait4`` cannot be used: Linux starts a child's count at its parent's
+    peak (fork copies the parent's memory, exec records the copy's high-water mark), so after
+    ``decode`` held a 634 MB corpus every child reported 666 MB. ``VmHWM`` is the exec'd
+    program's own address space. Where there is no ``/proc`` (macOS) ``ru_maxrss`` is used.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.status = Path(f"/proc/{pid}/status")
+        self.peak_kb = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.done.is_set():
+            try:
+                text = self.status.read_text()
+            except OSError:
+                return  # gone (or no /proc): the last sample stands
+            for row in text.splitlines():
+                if row.startswith("VmHWM:"):
+                    self.peak_kb = max(self.peak_kb, int(row.split()[1]))
+            self.done.wait(RSS_POLL_SECONDS)
+
+    def mb(self, usage: Any) -> float:
+        """The peak in MB, given the ended child's ``wait4`` rusage (the fallback)."""
+        self.done.set()
+        self.thread.join()
+        return (self.peak_kb or usage.ru_maxrss) / 1024
+
+
 def timed(argv: list[str], env: dict[str, str] | None = None) -> Timed:
-    """Run ``argv`` to its end; its own rusage (``wait4``), not that of other children."""
+    """Run ``argv`` to its end; its own CPU time (``wait4``) and peak RSS (``PeakRss``)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    peak = PeakRss(proc.pid)
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    return Timed(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out, proc.returncode)
+    return Timed(wall, usage.ru_utime + usage.ru_stime, peak.mb(usage), out, proc.returncode)
 
 
 def newest_session(root: Path) -> tuple[str, Path]:
@@ -233,6 +269,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     caught_up: list[float] = []
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = PeakRss(proc.pid)
 
     def follow() -> None:
         assert proc.stdout is not None
@@ -265,7 +302,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
         "all searchable s": round(all_at, 2) if all_at is not None else None,
         "caught up s": round(caught_up[0], 2) if caught_up else None,
         "cpu s": round(usage.ru_utime + usage.ru_stime, 2),
-        "peak RSS MB": round(usage.ru_maxrss / 1024),
+        "peak RSS MB": round(peak.mb(usage)),
     }
 
 
