@@ -359,19 +359,24 @@ _SESSIONS_FROM = "records r CROSS JOIN nodes n ON n.record = r.rowid AND n.id = 
 def _sessions(
     index: SearchIndex, query: str, match: MatchMode, filt: _Filter, offset: int, limit: int
 ) -> SearchResult:
-    """The session list (no query): every record's session node with parseable dates, newest first."""
+    """The session list (no query): every record's session node with parseable dates, newest first.
+
+    The page and the total come from one pass (a window count): a separate count walked the
+    records a second time, half the time of the list. A page past the end has no row to carry
+    the total, so only then is it counted on its own.
+    """
     where = filt.where("n.kind = 'session'")
-    total = int(
-        index.conn.execute(f"SELECT count(*) FROM {_SESSIONS_FROM} WHERE {where}", filt.params).fetchone()[0]
-    )
-    ids = [
-        rowid
-        for (rowid,) in index.conn.execute(
-            f"SELECT n.rowid FROM {_SESSIONS_FROM} WHERE {where} "
-            "ORDER BY n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
-            {**filt.params, "limit": limit, "offset": offset},
-        )
-    ]
+    page = index.conn.execute(
+        f"SELECT n.rowid, count(*) OVER () FROM {_SESSIONS_FROM} WHERE {where} "
+        "ORDER BY n.to_key DESC, n.id_key LIMIT :limit OFFSET :offset",
+        {**filt.params, "limit": limit, "offset": offset},
+    ).fetchall()
+    if page:
+        total = int(page[0][1])
+    else:
+        sql = f"SELECT count(*) FROM {_SESSIONS_FROM} WHERE {where}"
+        total = int(index.conn.execute(sql, filt.params).fetchone()[0])
+    ids = [rowid for rowid, _ in page]
     return _result(index, query, match, _rows(index, ids), "", total, offset, limit)
 
 
