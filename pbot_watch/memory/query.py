@@ -423,8 +423,11 @@ def _literal_candidates(index: SearchIndex, needle: str) -> list[int]:
     if "\n" in needle:
         return []  # a line never holds a newline
     if len(needle) >= MIN_TRIGRAM_CHARS:
+        # "+rowid": the scope is tested on each match. Offered "rowid IN (...)" itself, FTS5 runs
+        # the whole MATCH once per source in scope: 180 ms instead of 0.4 ms for a common
+        # needle over 4,000 sources (bench/pi_tools.py).
         found = conn.execute(
-            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? AND rowid {_IN_SCOPE}",
+            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? AND +rowid {_IN_SCOPE}",
             (literal_match(needle),),
         )
     elif all(is_cjk(ch) for ch in needle):
