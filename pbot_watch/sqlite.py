@@ -140,13 +140,15 @@ def is_intact(conn: sqlite3.Connection) -> bool:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[None]:
     """One write transaction: everything inside commits together, or nothing does.
 
     A failed statement or ``COMMIT`` (disk full, busy) leaves no transaction open behind it:
     SQLite may already have rolled back itself, and a ``COMMIT`` that failed has not.
+    ``immediate=False`` is for a reader that writes only its own temp tables: it takes no
+    lock on the database other processes write.
     """
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
     try:
         yield
         conn.execute("COMMIT")

@@ -32,6 +32,7 @@ from pbot_watch.search.models import (
     RecallPage,
 )
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens
+from pbot_watch.sqlite import transaction
 
 MEMORY_PAGE = 20
 MAX_MEMORY_PAGE = 50
@@ -279,10 +280,17 @@ def _max_rowid(index: SearchIndex) -> int:
 
 
 def _fill_scope(index: SearchIndex, rowids: list[int]) -> None:
+    """The sources in scope, as a temp table the queries join.
+
+    Filled in one transaction: in autocommit every row was a commit of its own, which cost a
+    second for 60,000 sources once the temp file existed, so on every query of a long-lived
+    process (Pi's child, MCP) after its first.
+    """
     conn = index.conn
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS mem_scope(rowid INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.mem_scope")
-    conn.executemany("INSERT OR IGNORE INTO temp.mem_scope(rowid) VALUES (?)", ((r,) for r in rowids))
+    with transaction(conn, immediate=False):
+        conn.execute("DELETE FROM temp.mem_scope")
+        conn.executemany("INSERT OR IGNORE INTO temp.mem_scope(rowid) VALUES (?)", ((r,) for r in rowids))
 
 
 # ---- search -----------------------------------------------------------------------------
