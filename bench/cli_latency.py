@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from first_run import Timed, pbot_watch, timed
+from first_run import Timed, load_average, pbot_watch, timed
 
 WORD = "cursor"
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 runs[name].append(result)
         floor_wall = statistics.median(r.wall for r in runs["python -c pass"])
         floor_cpu = statistics.median(r.cpu for r in runs["python -c pass"])
-        figures: dict[str, Any] = {"load": _load(), "sessions": args.sessions, "runs": args.repeat}
+        figures: dict[str, Any] = {"load": load_average(), "sessions": args.sessions, "runs": args.repeat}
         for name, results in runs.items():
             wall = statistics.median(r.wall for r in results)
             cpu = statistics.median(r.cpu for r in results)
@@ -121,15 +121,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "above floor cpu ms": round((cpu - floor_cpu) * 1000),
             }
         figures["targets"] = "status and --help < 150 ms wall, warm search < 250 ms wall"
-        figures["load after"] = _load()
+        figures["load after"] = load_average()
         return figures
     finally:
         shutil.rmtree(out, ignore_errors=True)
-
-
-def _load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 def main() -> None:

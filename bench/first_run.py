@@ -406,7 +406,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     base = args.out or Path(tempfile.mkdtemp(prefix="pbot-first-run-"))
     pbot = Pbot() if "pbot" not in args.skip else None
     try:
-        results: dict[str, Any] = {"load": _load()}
+        results: dict[str, Any] = {"load": load_average()}
         for size in args.sizes:
             results[f"{size:g} MB"] = measure(base / f"corpus-{size:g}mb", size, args, pbot)
         sizes = sorted(args.sizes)
@@ -418,7 +418,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "newest searchable <= 10 s, all searchable <= 60 s, index wall ratio to pbot <= 1.0, "
             "peak RSS < 200 MB"
         )
-        results["load after"] = _load()
+        results["load after"] = load_average()
         return results
     finally:
         if pbot is not None:
@@ -427,7 +427,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _load() -> str:
+def load_average() -> str:
+    """The machine's load beside the figures: on a shared machine it explains wall times."""
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
