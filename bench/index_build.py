@@ -162,9 +162,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sessions", type=int, default=200, help="number of session files (default 200)")
-    parser.add_argument("--size-mb", type=float, default=50.0, help="total corpus size in MB (default 50)")
-    parser.add_argument("--workspaces", type=int, default=8, help="number of workspaces (default 8)")
+    from index_throughput import corpus_arguments
+
+    corpus_arguments(parser)
     parser.add_argument("--out", type=Path, help="corpus folder, reused if present (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp corpus")
     parser.add_argument("--skip-memory", action="store_true", help="only the history index")

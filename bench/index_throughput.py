@@ -416,13 +416,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(out, ignore_errors=True)
 
 
+def corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """The shape of the generated corpus, the same for every bench that uses ``generate``."""
+    parser.add_argument("--sessions", type=int, default=200, help="number of session files (default 200)")
+    parser.add_argument("--size-mb", type=float, default=50.0, help="total corpus size in MB (default 50)")
+    parser.add_argument("--workspaces", type=int, default=8, help="number of workspaces (default 8)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sessions", type=int, default=200, help="number of session files (default 200)")
-    parser.add_argument("--size-mb", type=float, default=50.0, help="total corpus size in MB (default 50)")
-    parser.add_argument("--workspaces", type=int, default=8, help="number of workspaces (default 8)")
+    corpus_arguments(parser)
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; medians are shown")
     parser.add_argument("--out", type=Path, help="write the corpus here and keep it (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp corpus")
