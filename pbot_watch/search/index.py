@@ -42,7 +42,7 @@ from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
@@ -102,6 +102,8 @@ CREATE INDEX nodes_by_record ON nodes(record, id);
 CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
 CREATE INDEX nodes_capped ON nodes(capped) WHERE capped;
 CREATE INDEX nodes_by_seq ON nodes(record, seq);
+-- The session list reads only this: the session nodes, newest first, with what it filters on.
+CREATE INDEX nodes_sessions ON nodes(to_key DESC, id_key, record, id, from_ms, to_ms) WHERE kind = 'session';
 -- No column sizes: they serve only bm25(), and literal search never ranks.
 CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, tokenize='trigram case_sensitive 1');
 -- The two sides of an exchange and summaries go in different columns so BM25 can weigh them

@@ -350,10 +350,11 @@ def search_history(
 
 
 # A record's session node is the node with the record's own id (pbot's indexHistory makes exactly
-# one per record, and the index keeps one node per id and record). Reaching it from the records
-# is one index lookup per record (nodes_by_record), where asking every node for its kind reads
-# the whole nodes table: 300 lookups instead of 80,000 rows for 300 sessions.
-_SESSIONS_FROM = "records r CROSS JOIN nodes n ON n.record = r.rowid AND n.id = r.id"
+# one per record, and the index keeps one node per id and record). The partial index
+# nodes_sessions holds just those nodes, newest first, with the columns the list filters on: the
+# list reads 300 index entries for 300 sessions (0.21 ms), where one lookup per record from the
+# records side took 0.66 ms and asking every node for its kind would read the whole table.
+_SESSIONS_FROM = "nodes n JOIN records r ON r.rowid = n.record AND r.id = n.id"
 
 
 def _sessions(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pbot_watch.history.jstext import locale_key
 from pbot_watch.search.index import INDEXED_CHARS, RecordFolder, SearchIndex, _order_bytes, sort_key
-from pbot_watch.search.queries import search_history
+from pbot_watch.search.queries import _SESSIONS_FROM, search_history
 from pbot_watch.search.ranking import Ranking
 from tests.search.archive import exchange, load_records, pbot_search, write_record
 
@@ -125,3 +125,27 @@ class TestCappedText:
                 m.id.rsplit(":", 1)[-1]
                 for m in search_history(index, "marker", match="terms", ranking=beside).matches
             ]
+
+
+class TestSessionListPlan:
+    def test_the_session_list_reads_only_session_nodes(self, tmp_path: Path) -> None:
+        """Listing sessions walks the partial index of session nodes, not every record or node."""
+        folder = tmp_path / "archive"
+        folder.mkdir()
+        for number in range(3):
+            write_record(
+                folder, f"s{number}", f"S{number}", [[exchange("e1", "hello", "2026-11-01T10:00:00.000Z")]]
+            )
+        index = SearchIndex(tmp_path / "search.db")
+        index.rebuild([RecordFolder(folder, None)])
+        sql = (
+            f"SELECT n.rowid FROM {_SESSIONS_FROM} WHERE n.kind = 'session' AND n.from_ms IS NOT NULL "
+            "ORDER BY n.to_key DESC, n.id_key"
+        )
+        plan = [row[-1] for row in index.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+        assert 3 == len(search_history(index, "").matches)
+        index.close()
+        assert (
+            "SCAN n USING COVERING INDEX nodes_sessions" in plan
+            or "SCAN n USING INDEX nodes_sessions" in plan
+        )
