@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -81,10 +82,13 @@ def private_dir(path: Path) -> None:
 
     Older versions created the state folder with the umask's mode (0755 with the usual 022).
     A folder we may not change (someone else's) is left as it is: the files in it are private.
+    So is a folder everyone shares (the sticky bit: ``/tmp``), where a database opened directly
+    (a benchmark's, a script's) would otherwise close the folder to every other user.
     """
     ensure_dir(path)
     with contextlib.suppress(OSError):
-        if path.stat().st_mode & 0o077:
+        mode = path.stat().st_mode
+        if mode & 0o077 and not mode & stat.S_ISVTX:
             path.chmod(DIR_MODE)
 
 

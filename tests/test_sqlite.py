@@ -77,6 +77,16 @@ class TestPrivateFiles:
         mine.close()
         conn.close()
 
+    def test_a_shared_folder_is_left_open(self, tmp_path: Path, umask_022: None) -> None:
+        """A database opened directly in a folder everyone shares (sticky, like /tmp) leaves its mode alone."""
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)
+        conn = connect(shared / "a.db", "full")
+        conn.close()
+        assert 0o1777 == mode(shared)
+        assert 0o600 == mode(shared / "a.db")
+
 
 class TestTransaction:
     def test_commits_together(self, tmp_path: Path) -> None:
