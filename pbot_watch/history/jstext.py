@@ -53,6 +53,21 @@ def utf16_slice(text: str, start: int, end: int | None = None) -> str:
     return units[2 * start : stop].decode("utf-16-le", "surrogatepass")
 
 
+def collapsed_head(text: str, units: int) -> str:
+    r"""``text.replace(/\s+/g, " ").slice(0, units)``, collapsing only as much as the cut needs.
+
+    The collapsed head of a text is a head of its collapsed whole (a whitespace run cut at the
+    end collapses to the same one space), so a 50 MB pasted log costs a few hundred characters
+    here, not seconds. Session names and search previews are both made this way.
+    """
+    length = 4 * units
+    while True:
+        collapsed = collapse_whitespace(text[:length])
+        if length >= len(text) or utf16_len(collapsed) > units:
+            return utf16_slice(collapsed, 0, units)
+        length *= 4
+
+
 def js_number(value: float) -> str:
     """``Number.prototype.toString()``: JSON numbers are doubles in JavaScript, printed its way.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pbot_watch.history.jstext import collapse_whitespace, utf16_len, utf16_slice
+from pbot_watch.history.jstext import collapsed_head
 from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.history.tree import SessionTree
 from pbot_watch.pi.entries import SessionHeader, SessionReader
@@ -13,18 +13,8 @@ NAME_FALLBACK_UNITS = 80
 
 
 def fallback_name(first_text: str) -> str:
-    """The first exchange's text, whitespace runs collapsed, cut at 80 UTF-16 units (may end in a space).
-
-    Only as much of the text is collapsed as the cut needs: collapsing a prefix gives a prefix
-    of the collapsed whole (a whitespace run cut at the end collapses to the same one space),
-    so a 50 MB pasted log costs a few hundred characters here, not seconds.
-    """
-    length = 4 * NAME_FALLBACK_UNITS
-    while True:
-        collapsed = collapse_whitespace(first_text[:length])
-        if length >= len(first_text) or utf16_len(collapsed) > NAME_FALLBACK_UNITS:
-            return utf16_slice(collapsed, 0, NAME_FALLBACK_UNITS)
-        length *= 4
+    """The first exchange's text, whitespace runs collapsed, cut at 80 UTF-16 units (may end in a space)."""
+    return collapsed_head(first_text, NAME_FALLBACK_UNITS)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pbot_watch.history.jstext import (
-    collapse_whitespace,
+    collapsed_head,
     has_lone_surrogate,
     js_trim,
     to_well_formed,
@@ -230,17 +230,8 @@ def _utf16_window(text: str, start: int, end: int) -> str:
 
 
 def preview(text: str) -> str:
-    """Pbot's preview: the first 100 UTF-16 units of the text with whitespace collapsed.
-
-    The collapsed head of a text is the head of its collapsed whole, so only as much is
-    collapsed as the preview needs.
-    """
-    size = 4 * PREVIEW_LENGTH
-    while True:
-        flat = collapse_whitespace(text[:size])
-        if size >= len(text) or len(flat) > PREVIEW_LENGTH:
-            return utf16_slice(flat, 0, PREVIEW_LENGTH)
-        size *= 4
+    """Pbot's preview: the first 100 UTF-16 units of the text with whitespace collapsed."""
+    return collapsed_head(text, PREVIEW_LENGTH)
 
 
 def snippet_at(text: str, hit: int) -> str:
