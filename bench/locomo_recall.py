@@ -360,27 +360,24 @@ def main() -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(work / "config")}
     pbot = Path(sys.executable).with_name("pbot-watch")
     command = [str(pbot)] if pbot.exists() else [sys.executable, "-m", "pbot_watch"]
-    done = subprocess.run(
-        [*command, "index", "--sessions", str(sessions), "--archive", str(archive)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        sys.exit(f"pbot-watch index failed: {done.stderr.strip()}")
-    print(f"indexed: {done.stdout.strip()}")
-    if args.summaries:
+
+    def pbot_watch(step: str) -> str:
+        """``pbot-watch STEP`` on the converted sessions; its last output line (exits on failure)."""
         done = subprocess.run(
-            [*command, "summarize", "--sessions", str(sessions), "--archive", str(archive)],
+            [*command, step, "--sessions", str(sessions), "--archive", str(archive)],
             capture_output=True,
             text=True,
             env=env,
             check=False,
         )
         if done.returncode != 0:
-            sys.exit(f"pbot-watch summarize failed: {done.stderr.strip()}")
-        print(f"summarized: {done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ''}")
+            sys.exit(f"pbot-watch {step} failed: {done.stderr.strip()}")
+        lines = done.stdout.strip().splitlines()
+        return lines[-1] if lines else ""
+
+    print(f"indexed: {pbot_watch('index')}")
+    if args.summaries:
+        print(f"summarized: {pbot_watch('summarize')}")
 
     index = SearchIndex(work / "search.db")
     index.update_from_archive([RecordFolder(archive, None)])
