@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
+from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.sources import (
@@ -187,13 +188,16 @@ class IndexReport:
     not_session: int = 0
     malformed: int = 0
     bytes_read: int = 0
+    # Records copied from personal-bot's old user-level folder (None: there is no such folder).
+    imported: int | None = None
     warnings: list[str] = field(default_factory=list)
 
     def line(self) -> str:
+        legacy = "" if self.imported is None else f", {self.imported} imported from pbot's old history"
         return (
             f"{self.sessions} sessions, {self.written} records written, {self.unchanged} unchanged, "
             f"{self.skipped} skipped, {self.empty} without exchanges, {self.not_session} not sessions, "
-            f"{self.malformed} malformed lines ({self.files} files, {self.bytes_read / 1e6:.1f} MB)"
+            f"{self.malformed} malformed lines{legacy} ({self.files} files, {self.bytes_read / 1e6:.1f} MB)"
         )
 
 
@@ -255,6 +259,13 @@ def index_all(
         progress(state)
     indexer = Indexer(store)
     written: dict[Path, str] = {}
+    saved_sessions: set[str] = set()
+    # First, and each write on its own, so that the pass finds the imported records on disk
+    # and keeps their ids and summaries.
+    legacy = legacy_folders(roots)
+    imported = import_legacy(legacy, store)
+    report.warnings.extend(imported.warnings)
+    report.imported = imported.imported if legacy else None
     with store.batch() as failures:
         for session_id in sorted(by_session, key=lambda sid: (-newest[sid], sid)):
             files = by_session[session_id]
@@ -277,6 +288,8 @@ def index_all(
             tracked = indexer.files[readable[0]]
             saved = indexer.save_session(SyncResult(readable[0], "idle", session_id, tracked.workspace))
             report.warnings.extend(saved.warnings)
+            if saved.outcome in ("written", "unchanged"):
+                saved_sessions.add(session_id)
             if saved.outcome == "written":
                 report.written += 1
                 if saved.record is not None:
@@ -296,4 +309,5 @@ def index_all(
             report.warnings.append(f"cannot write the record of session {written[path]}: {failure}")
         else:
             report.warnings.append(f"cannot sync {path}: {failure}")
+    report.warnings.extend(drop_legacy_fields(store, store.folders(), saved_sessions).warnings)
     return report

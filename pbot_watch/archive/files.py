@@ -166,6 +166,14 @@ class ArchiveStore:
     def find(self, folder: Path, session_id: str) -> Path | None:
         return self._folder(folder).by_session.get(session_id)
 
+    def records_in(self, folder: Path) -> dict[str, Path]:
+        """``sessionId -> record file`` of every record in ``folder``."""
+        return dict(self._folder(folder).by_session)
+
+    def remembered(self, folder: Path, session_id: str, path: Path) -> None:
+        """``path`` now holds ``session_id``'s record (written with ``write``, outside ``save``)."""
+        self._folder_wrote(folder, session_id, path)
+
     def load(self, path: Path) -> dict[str, Any] | None:
         """The record at ``path``, from memory when the file has not changed since we saw it."""
         key = file_stamp(path)

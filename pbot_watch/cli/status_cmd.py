@@ -104,6 +104,11 @@ def _lines(status: dict[str, Any]) -> list[str]:
             f"  records    {get('records_written', 0)} written, {get('records_unchanged', 0)} unchanged,"
             f" {len(get('workspaces_written', []))} workspaces"
         ),
+        *(
+            [f"  legacy     {get('legacy_imported')} imported from pbot's old history"]
+            if status.get("legacy_imported") is not None
+            else []
+        ),
         (
             f"  parsed     {_mb(get('bytes_parsed_total', 0))} total,"
             f" {_mb(get('bytes_parsed_last_append', 0))} for the last append"

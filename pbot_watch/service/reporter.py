@@ -59,6 +59,7 @@ class StatusSource(Protocol):
     watcher: Watcher | None
     state: StateStore | None
     listeners: ListenerThread
+    legacy_imported: int | None
 
 
 class StatusReporter:
@@ -162,6 +163,7 @@ class StatusReporter:
             workspaces_written=sorted(counters.workspaces_written)[:200] if counters else [],
             records_written=counters.records_written if counters else 0,
             records_unchanged=counters.records_unchanged if counters else 0,
+            legacy_imported=service.legacy_imported,
             bytes_parsed_total=counters.bytes_parsed_total if counters else 0,
             bytes_parsed_last_append=counters.bytes_parsed_last_append if counters else 0,
             last_append=iso(counters.last_append) if counters and counters.last_append else None,

@@ -24,6 +24,7 @@ from types import FrameType
 import structlog
 
 from pbot_watch import __version__
+from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
 from pbot_watch.archive.locations import exclusion
 from pbot_watch.config import Settings
 from pbot_watch.service.allocator import release_free_memory
@@ -86,6 +87,7 @@ class Server:
         self.watcher: Watcher | None = None
         self._snapshot: Snapshot = {}
         self.catch_up: CatchUp | None = None
+        self.legacy_imported: int | None = None
         self._next_reconcile = 0.0
 
     # ---- entry point -----------------------------------------------------------------------
@@ -171,6 +173,7 @@ class Server:
             migrations=self.state.applied,
             allocator=os.environ.get("PYTHONMALLOC", "pymalloc"),
         )
+        self._import_legacy(store)
         self.reporter.write()
         self.reporter.start_heartbeat()
         # The start scan: every file whose stat and fingerprints match its cursor is left alone.
@@ -186,6 +189,20 @@ class Server:
             "start_scan_finished", files=len(self._snapshot), to_read=len(todo), known=len(self.tailer.known)
         )
         self.activity = "busy" if todo else "idle"
+
+    def _import_legacy(self, store: ArchiveWriter) -> None:
+        """personal-bot's old user-level records, copied into their workspaces before any is indexed."""
+        folders = legacy_folders(self.settings.sessions)
+        if not folders:
+            return
+        report = import_legacy(folders, store)
+        self.legacy_imported = report.imported
+        for path, session_id in report.imported_paths:
+            self.listeners.written(path, session_id)
+        for warning in report.warnings:
+            if self.reporter.warn(warning):
+                log.warning("legacy_warning", message=warning)
+        log.info("legacy_imported", folders=[str(f) for f in folders], records=report.imported)
 
     def _excluded(self, workspace: str) -> bool:
         return exclusion(workspace, self.settings.include, self.settings.exclude) is not None
@@ -321,6 +338,12 @@ class Server:
         """One summary line for the start scan, as ``pbot-watch index`` prints one per pass."""
         assert self.tailer is not None
         release_free_memory()
+        if self.legacy_imported is not None:
+            # The records of sessions the start scan did not rewrite (their files are gone).
+            sessions = {k.session_id for k in self.tailer.known.values() if k.session_id is not None}
+            cleaned = drop_legacy_fields(self.tailer.store, self.tailer.store.folders(), sessions)
+            for warning in cleaned.warnings:
+                self.reporter.warn(warning)
         counters = self.tailer.counters
         log.info(
             "caught_up",

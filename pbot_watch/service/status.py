@@ -85,6 +85,10 @@ class Status(BaseModel):
     workspaces_written: list[str] = Field(default_factory=list)
     records_written: int = 0
     records_unchanged: int = 0
+    legacy_imported: int | None = Field(
+        None,
+        description="records copied from personal-bot's old user-level folder at start (none: no such folder)",
+    )
     bytes_parsed_total: int = 0
     bytes_parsed_last_append: int = 0
     last_append: str | None = None
