@@ -40,6 +40,25 @@ def seed_file(name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# pbot's own atomic-json module is not in the seed: the same contract (a temporary file in the
+# folder, fsync, rename over), and a log of every write, so a test sees who wrote what.
+ATOMIC_JSON = """
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { join } from "node:path";
+export const writes = [];
+export function readJsonFile(directory, name, check) {
+  return check(JSON.parse(readFileSync(join(directory, name), "utf8")));
+}
+export function writeJsonFile(directory, name, value, check) {
+  check(value);
+  const target = join(directory, name), temp = join(directory, `.${name}.${process.pid}.tmp`);
+  const fd = openSync(temp, "w", 0o600);
+  writeSync(fd, JSON.stringify(value)); fsyncSync(fd); closeSync(fd);
+  renameSync(temp, target); writes.push(name);
+}
+"""
+
+
 def write_sources(install: PiInstall) -> Path:
     """pbot's history modules and our glue in a fresh folder below the Pi install; returns it.
 
@@ -58,6 +77,12 @@ def write_sources(install: PiInstall) -> Path:
             "export function requireThat(value, message) { if (!value) throw new Error(message); }\n"
         ),
         "src/common/paths.js": 'export const resourceRoot = "";\n',
+        "src/storage/history-files.ts": seed_file("src/storage/history-files.ts"),
+        "src/common/json.js": (
+            'export const object = value => typeof value === "object" && value !== null && !Array.isArray(value);\n'
+        ),
+        "src/storage/file-access.js": "export const fileId = id => id;\n",
+        "src/storage/atomic-json.js": ATOMIC_JSON,
         "package.json": '{"type": "module"}\n',
     }
     for name, text in files.items():
@@ -86,10 +111,38 @@ class Oracle:
         self, content: bytes, record_id: str, previous: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """``{"record": ...}`` (``None`` when pbot keeps no record) or ``{"error": ...}``."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
         job: dict[str, Any] = {"content": base64.b64encode(content).decode(), "recordId": record_id}
         if previous is not None:
             job["previous"] = previous
+        return self._ask(job)
+
+    def service(
+        self,
+        root: Path,
+        sessions: Path,
+        files: list[Path],
+        *,
+        organize: bool = False,
+        agent_dir: Path | None = None,
+    ) -> dict[str, Any]:
+        """pbot's ``HistoryService`` started afresh for workspace ``root`` (a Pi start): its load, then
+        with ``organize`` its summary pass (each summary ``pbot summary of N chars``).
+
+        ``{"writes": [record file names], "warnings": [...]}`` or ``{"error": ...}``.
+        """
+        job: dict[str, Any] = {
+            "op": "service",
+            "root": str(root),
+            "directory": str(sessions),
+            "files": [str(f) for f in files],
+            "organize": organize,
+        }
+        if agent_dir is not None:
+            job["agentDir"] = str(agent_dir)
+        return self._ask(job)
+
+    def _ask(self, job: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
