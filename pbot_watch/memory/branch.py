@@ -16,7 +16,6 @@ from pbot_watch.search.models import MemoryContext
 
 HISTORICAL: MemoryContext = "historical"
 RETAINED: MemoryContext = "retained"
-UNKNOWN: MemoryContext = "unknown"
 
 
 def first_kept(path: Sequence[str], compaction_at: int, kept_id: str) -> int | None:
@@ -34,21 +33,29 @@ def first_kept(path: Sequence[str], compaction_at: int, kept_id: str) -> int | N
     return None
 
 
+def kept_boundary(path: Sequence[str], compaction_at: int, kept_id: str) -> int:
+    """Where what the compaction at ``compaction_at`` kept starts: everything before it left.
+
+    The one rule memory search's labels and the memory cues both follow. Pi's own: when the
+    kept id is not on the path before the compaction (none was written, a v1 index pointed
+    past it, an extension named an entry of another branch), Pi's ``buildContextEntries``
+    keeps nothing before the compaction, so all of it left the context. A file read the way
+    Pi reads it (the same skipped lines, the same missing parents) gives Pi's path, so there
+    is nothing to doubt: the entries are historical, and cues list their tool work.
+    """
+    kept = first_kept(path, compaction_at, kept_id)
+    return compaction_at if kept is None else kept
+
+
 def context_labels(path: Sequence[str], compactions: Mapping[str, str]) -> list[MemoryContext]:
     """Each entry of ``path`` (root to leaf) labelled by what the latest compaction on it left.
 
-    ``compactions`` maps the ids of compaction entries to their ``firstKeptEntryId``. Without a
-    compaction on the path everything is retained. When the latest compaction's kept id is not
-    on the path before it, the entries before the compaction are *unknown*, not historical:
-    Pi 1.6 would then keep none of them, but a kept id we cannot find means our path is not
-    the one Pi built (a line we skipped as malformed, a parent missing from the file, an
-    extension's compaction naming an entry elsewhere), so what Pi really kept is unknowable
-    from the file. The compaction itself and what follows are retained in every case.
+    ``compactions`` maps the ids of compaction entries to their ``firstKeptEntryId`` ("" for
+    none). Without a compaction on the path everything is retained; with one, what is before
+    its ``kept_boundary`` is historical, the rest retained.
     """
     latest = next((i for i in range(len(path) - 1, -1, -1) if path[i] in compactions), None)
     if latest is None:
         return [RETAINED] * len(path)
-    kept = first_kept(path, latest, compactions[path[latest]])
-    if kept is None:
-        return [UNKNOWN] * latest + [RETAINED] * (len(path) - latest)
-    return [HISTORICAL] * kept + [RETAINED] * (len(path) - kept)
+    boundary = kept_boundary(path, latest, compactions[path[latest]])
+    return [HISTORICAL] * boundary + [RETAINED] * (len(path) - boundary)

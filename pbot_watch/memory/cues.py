@@ -43,7 +43,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from pbot_watch.history.jstext import collapse_whitespace, utf16_len
-from pbot_watch.memory.branch import first_kept
+from pbot_watch.memory.branch import kept_boundary
 from pbot_watch.memory.extract import ARGUMENT_KEYS, Source, content_text, path_to_root, session_memory
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.search.errors import QueryError
@@ -470,9 +470,7 @@ def compute_cues(
     entered: set[str] = set()
     previous = -1
     for batch, at in enumerate(compactions, 1):
-        kept = first_kept(path, at, kept_of[path[at]] or "")
-        # A kept id that is not on the path: Pi keeps nothing before the compaction then.
-        boundary = at if kept is None else kept
+        boundary = kept_boundary(path, at, kept_of[path[at]] or "")
         shown = set(lines)
         for line in lines.values():
             line.protected = False

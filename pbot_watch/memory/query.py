@@ -11,16 +11,19 @@ of a literal search, and every hit is confirmed on the source's exact text here.
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.memory.branch import HISTORICAL, RETAINED, UNKNOWN, context_labels
+from pbot_watch.memory.branch import HISTORICAL, RETAINED, context_labels
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables, source_lines
 from pbot_watch.memory.texts import indexed_lines, literal_match, unpack
+from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import (
@@ -42,7 +45,9 @@ SNIPPET_LINE_CHARS = 300
 RECALL_CHARS = 12_000
 """Recall returns whole lines up to about this many characters (always at least one line)."""
 MIN_TRIGRAM_CHARS = 3
-_CONTEXT_ORDER = {HISTORICAL: 0, RETAINED: 1, UNKNOWN: 2}
+_CONTEXT_ORDER = {HISTORICAL: 0, RETAINED: 1}
+_V1_ID = re.compile("[0-9a-f]{8}")
+"""The shape of ``v1_entry_id``: only such an entry id can name an entry Pi renamed."""
 
 
 class UnknownEntry(QueryError):
@@ -346,7 +351,7 @@ def search_memory(
     literal: case-insensitive substring per line, newest source first, one hit per source (per
     line with ``in_``); terms: BM25, best source first; no query and no ``in_``: list sources.
     Every hit says whether it left the model's context at a compaction (``context``); for a
-    query, historical hits come first, then retained, then unknown, each group in that order.
+    query, historical hits come first, then retained, each group in that order.
     ``pinned``: the caller's scope (see ``MemoryScope``), which the other arguments only narrow.
     """
     if not 1 <= limit <= MAX_MEMORY_PAGE:
@@ -586,13 +591,38 @@ def best_term_line(row: _Row, query: str, chunk_line: int) -> int:
 def _find_handle(index: SearchIndex, handle: str, within: Container[int] | None = None) -> int:
     """The row id of the source a handle names (the first one ``within`` a scope, when given)."""
     session_id, entry_id, part = parse_handle(handle)
-    for (rowid,) in index.conn.execute(
-        "SELECT rowid FROM mem_sources WHERE session_id = ? AND entry_id = ? AND part = ? ORDER BY rowid",
-        (session_id, entry_id, part),
-    ):
+    for rowid in source_rowids(index.conn, session_id, entry_id, part):
         if within is None or rowid in within:
-            return int(rowid)
+            return rowid
     raise UnknownHandle(handle)
+
+
+def source_rowids(conn: sqlite3.Connection, session_id: str, entry_id: str, part: int) -> list[int]:
+    """The row ids of the sources a handle's ``(session, entry, part)`` names, oldest first.
+
+    A v1 file's entries have no ids: the reader gives the ``n``-th entry ``v1_entry_id(session,
+    n)``, and handles carry that. Pi gives them random ids of its own when it rewrites the file
+    as v3, so such a handle names no entry any more; but the rewrite keeps every entry in its
+    place, so the source of the same entry is the one at the same ``seq``. Looked for only when
+    the entry id itself is unknown (a cost of one hash per source of that session and part).
+    """
+    rows = [
+        int(rowid)
+        for (rowid,) in conn.execute(
+            "SELECT rowid FROM mem_sources WHERE session_id = ? AND entry_id = ? AND part = ? ORDER BY rowid",
+            (session_id, entry_id, part),
+        )
+    ]
+    if rows or not _V1_ID.fullmatch(entry_id):
+        return rows
+    return [
+        int(rowid)
+        for rowid, seq in conn.execute(
+            "SELECT rowid, seq FROM mem_sources WHERE session_id = ? AND part = ? ORDER BY rowid",
+            (session_id, part),
+        )
+        if v1_entry_id(session_id, seq) == entry_id
+    ]
 
 
 # ---- recall -----------------------------------------------------------------------------

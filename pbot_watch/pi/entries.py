@@ -11,6 +11,7 @@ handful of keys per entry, so one bad field in one entry cannot lose the rest of
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
@@ -98,6 +99,9 @@ class SessionReader:
         self.blank = 0
         self.extra_headers = 0
         self._ordinal = 0
+        self._v1_headers: list[int] = []
+        """Where a v1 file has extra header lines, as Pi's migration indexes lines (header = 0):
+        Pi counts them, they are no entries."""
         self._v1 = False
         self._v2 = False
         self._previous_id: str | None = None
@@ -117,6 +121,7 @@ class SessionReader:
         reader._ordinal = entries
         if reader._v1 and entries:
             reader._previous_id = v1_entry_id(header.id, entries - 1)
+            # Extra header lines before ``offset`` (concatenated files) are not known: taken as none.
         return reader
 
     @property
@@ -164,6 +169,8 @@ class SessionReader:
         if value.get("type") == "session":
             # getEntries() drops every header line; a second one (concatenated files) adds nothing.
             self.extra_headers += 1
+            if self._v1:
+                self._v1_headers.append(self._ordinal + len(self._v1_headers) + 1)
             return None
         return self._migrate(value)
 
@@ -182,12 +189,32 @@ class SessionReader:
         self._v1 = version < 2
         self._v2 = version < CURRENT_SESSION_VERSION
 
+    def _v1_kept(self, entry: dict[str, Any]) -> None:
+        """A v1 compaction's ``firstKeptEntryIndex`` turned into ``firstKeptEntryId``, as Pi's
+        ``migrateV1ToV2`` does it: the index counts the file's parsed lines, header = 0; a
+        header line there leaves the entry as it is; an entry not read yet (after the
+        compaction) has no id then, so the compaction keeps none (``firstKeptEntryId`` goes).
+        """
+        assert self.header is not None
+        index = entry.pop("firstKeptEntryIndex")
+        if isinstance(index, float) and index.is_integer():
+            index = int(index)  # ``5.0`` is the number 5 in JavaScript
+        if index.__class__ is not int or index < 1 or index in self._v1_headers:
+            return
+        if index > self._ordinal + len(self._v1_headers) + 1:
+            entry.pop("firstKeptEntryId", None)
+            return
+        ordinal = index - 1 - bisect.bisect_left(self._v1_headers, index)
+        entry["firstKeptEntryId"] = v1_entry_id(self.header.id, ordinal)
+
     def _migrate(self, entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
         if self._v1:
             assert self.header is not None
             entry["id"] = v1_entry_id(self.header.id, self._ordinal)
             entry["parentId"] = self._previous_id
             self._previous_id = entry["id"]
+            if entry.get("type") == "compaction" and "firstKeptEntryIndex" in entry:
+                self._v1_kept(entry)
             shape = PARENT_NULL if entry["parentId"] is None else 0
         else:
             # the hot path: one lookup per key, nothing rewritten for the usual string ids

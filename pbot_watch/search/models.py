@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 
 NodeKind = Literal["session", "exchange", "summary"]
 MatchMode = Literal["literal", "terms"]
-MemoryContext = Literal["historical", "retained", "unknown"]
+MemoryContext = Literal["historical", "retained"]
 CueStage = Literal["full", "brief"]
 CueClass = Literal["refetchable", "state", "failure"]
 
@@ -118,7 +118,7 @@ class MemoryHit(_Shape):
     score: float | None = None
     context: MemoryContext = Field(
         description="historical: left the model's context at the branch's latest compaction; retained: "
-        "still in it (or no compaction); unknown: cannot be told. About context, not about truth"
+        "still in it (or no compaction). About context, not about truth"
     )
 
 

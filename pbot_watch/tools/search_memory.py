@@ -16,7 +16,7 @@ SCOPE_SHOWN = 5
 """Up to this many session ids are named in the text; more are counted."""
 CONTEXT_NOTE = (
     "Order: historical hits (they left your context at the branch's latest compaction) first, then "
-    "retained (still in your context), then unknown; the label says nothing about truth."
+    "retained (still in your context); the label says nothing about truth."
 )
 
 
@@ -119,8 +119,8 @@ TOOL = Tool(
         "whole lines and the section holding it. If the snippet is not enough, call recall_memory "
         "with the handle and from=the section's firstLine (or the hit line).\n"
         "- in=<handle> with a query searches inside that one source and returns every hit line.\n"
-        "- context on each hit: historical (it left your context at the latest compaction), retained "
-        "(still in your context) or unknown. With a query, historical hits come first. The label is "
+        "- context on each hit: historical (it left your context at the latest compaction), or "
+        "retained (still in your context). With a query, historical hits come first. The label is "
         "about context, not about whether the content is true.\n"
         "- Paging: when nextCursor is not null, call again with the same query, match, in, sessionId "
         "and leaf, plus after=nextCursor. If a cursor is rejected, search again without after.\n"

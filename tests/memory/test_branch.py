@@ -1,8 +1,8 @@
-"""What a branch's latest compaction left out of the model's context: historical, retained, unknown."""
+"""What a branch's latest compaction left out of the model's context: historical or retained."""
 
 from __future__ import annotations
 
-from pbot_watch.memory.branch import context_labels, first_kept
+from pbot_watch.memory.branch import context_labels, first_kept, kept_boundary
 
 PATH = ["u1", "a1", "t1", "u2", "a2", "c1", "u3", "a3"]
 
@@ -28,10 +28,10 @@ class TestContextLabels:
         labels = context_labels(path, {"c1": "u2", "c2": "u3"})
         assert ["historical"] * 6 + ["retained"] * 4 == labels
 
-    def test_kept_id_not_on_the_path_is_unknown(self) -> None:
-        """A kept id that is not before the compaction leaves the entries before it undecided."""
-        assert ["unknown"] * 5 + ["retained"] * 3 == context_labels(PATH, {"c1": "elsewhere"})
-        assert ["unknown"] * 5 + ["retained"] * 3 == context_labels(PATH, {"c1": "u3"})
+    def test_kept_id_not_on_the_path_keeps_nothing(self) -> None:
+        """A kept id that is not before the compaction (or none at all): Pi keeps nothing before it."""
+        for kept in ("elsewhere", "u3", ""):
+            assert ["historical"] * 5 + ["retained"] * 3 == context_labels(PATH, {"c1": kept})
 
     def test_compactions_off_the_path_do_not_count(self) -> None:
         """A compaction on another branch labels nothing here."""
@@ -44,3 +44,9 @@ class TestFirstKept:
         assert 3 == first_kept(PATH, 5, "u2")
         assert 5 == first_kept(PATH, 5, "c1")
         assert first_kept(PATH, 5, "a3") is None
+
+    def test_boundary(self) -> None:
+        """The kept boundary: the kept entry's position, else the compaction's own (nothing kept)."""
+        assert 3 == kept_boundary(PATH, 5, "u2")
+        assert 5 == kept_boundary(PATH, 5, "a3")
+        assert 5 == kept_boundary(PATH, 5, "")

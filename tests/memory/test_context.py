@@ -1,4 +1,4 @@
-"""Memory search labels each hit historical, retained or unknown, and puts historical hits first."""
+"""Memory search labels each hit historical or retained, and puts historical hits first."""
 
 from __future__ import annotations
 
@@ -69,14 +69,14 @@ class TestContextOrder:
         budget_session(tmp_path / "s" / "s.jsonl")
         assert {"retained"} == {c for _e, c in search(index, tmp_path / "s", "budget")}
 
-    def test_unknown_comes_last(self, tmp_path: Path, index: SearchIndex) -> None:
-        """A compaction whose kept entry is not on the branch leaves what precedes it unknown, after the retained."""
+    def test_kept_entry_off_the_branch_keeps_nothing(self, tmp_path: Path, index: SearchIndex) -> None:
+        """A compaction whose kept entry is not on the branch left everything before it, as in Pi."""
         w = budget_session(tmp_path / "s" / "s.jsonl")
         w.compaction("not-an-entry", id="c1")
         w.user("one more budget question", id="u5")
         hits = search(index, tmp_path / "s", "budget")
-        assert ("u5", "retained") == hits[0]
-        assert {"unknown"} == {c for _e, c in hits[1:]}
+        assert ("u5", "retained") == hits[-1]
+        assert {"historical"} == {c for _e, c in hits[:-1]}
 
     def test_a_compaction_on_another_branch_does_not_count(self, tmp_path: Path, index: SearchIndex) -> None:
         """Compacting an abandoned branch labels nothing on the current one."""

@@ -547,3 +547,44 @@ def exchanges_of(data: bytes) -> list[list[tuple[list[str], bool, str]]]:
     if history is None:
         return []
     return [[(e["entryIds"], e["completed"], e["text"]) for e in branch] for branch in history.branches]
+
+
+def pi_rewrite_v1(data: bytes, rng: random.Random) -> bytes:
+    """The v3 file Pi 1.6 writes when it opens the v1 file ``data`` (``migrateV1ToV2``, then v3).
+
+    As Pi's loader: lines that do not parse are dropped, each entry gets a random 8-hex id
+    and the previous entry as parent (keys added at the end, as JavaScript adds them), and a
+    compaction's ``firstKeptEntryIndex`` (an index into the parsed lines, header = 0) becomes
+    the ``firstKeptEntryId`` of the entry there, or none when that entry has no id yet. The
+    real Pi does the same in the end-to-end test; ``tests/memory/test_v1.py`` checks this one
+    against the file Pi wrote from ``onload/v1.before.jsonl``.
+    """
+    parsed: list[Any] = []
+    for raw in data.decode().strip().split("\n"):
+        try:
+            parsed.append(json.loads(raw))
+        except ValueError:
+            continue
+    taken: set[str] = set()
+    previous: str | None = None
+    for entry in parsed:
+        if entry.get("type") == "session":
+            entry["version"] = 3
+            continue
+        entry_id = f"{rng.getrandbits(32):08x}"
+        while entry_id in taken:
+            entry_id = f"{rng.getrandbits(32):08x}"
+        taken.add(entry_id)
+        entry["id"], entry["parentId"], previous = entry_id, previous, entry_id
+        index = entry.get("firstKeptEntryIndex")
+        if entry.get("type") == "compaction" and isinstance(index, int):
+            del entry["firstKeptEntryIndex"]
+            target = parsed[index] if 0 <= index < len(parsed) else None
+            if target is not None and target.get("type") != "session":
+                if "id" in target:
+                    entry["firstKeptEntryId"] = target["id"]
+                else:
+                    entry.pop("firstKeptEntryId", None)
+        if entry.get("type") == "message" and entry["message"].get("role") == "hookMessage":
+            entry["message"]["role"] = "custom"
+    return jsonl(parsed)
