@@ -103,7 +103,7 @@ def cli(env: dict[str, str], *args: str) -> tuple[float, float]:
 def cues_in_process(session: Path) -> tuple[float, float]:
     """Parse and cue computation of the session in this process (ms), as the child does on a miss."""
     from pbot_watch.memory.cues import compute_cues
-    from pbot_watch.memory.index import read_session_entries
+    from pbot_watch.sources import read_session_entries
 
     started = time.perf_counter()
     session_id, entries = read_session_entries(session)

@@ -5,9 +5,12 @@ down (``--<cwd>--/``), but a custom ``sessionDir`` is flat and ``/import`` keeps
 so every ``*.jsonl`` below a root is a candidate; the header decides whether it is a session.
 Every reader opens a session file with ``open_session``: only regular files are session files,
 so a FIFO, a device or a folder put where a session was is refused before anything could block
-on it or read forever. The indexer and the service read a session file open once: ``plan_open``
-compares it with its cursor and ``cursor_at`` makes the new one, both from the same ``fstat``
-and ``read_range``.
+on it or read forever.
+
+``SessionTail`` is the one reader of what is new in a session file, used by the indexer (and so
+the service), raw memory, cues and the Pi child: it opens with the guard, plans from a cursor
+(``plan_open``), reads the new bytes within a budget into whatever parses them (``feed``), and
+makes the new cursor (``cursor_at``), all from one ``fstat`` of one open descriptor.
 """
 
 from __future__ import annotations
@@ -15,15 +18,18 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, hasher, plan, verify
-from pbot_watch.pi.entries import SessionHeader, session_header
+from pbot_watch.pi.entries import SessionHeader, SessionReader, session_header
 
 HEADER_CHUNK = 1 << 16
 DIGEST_CHUNK = 1 << 20
+READ_PIECE = 8 << 20
+"""New bytes are read and fed this much at a time: what one piece's entries hold stays bounded."""
 
 
 def agent_dir() -> Path:
@@ -176,6 +182,113 @@ def cursor_at(fd: int, st: os.stat_result, offset: int, whole: WholeDigest | Non
         st.st_mtime_ns,
         whole.extend(fd, offset) if whole is not None else "",
     )
+
+
+class SessionTail:
+    """One session file opened with the guard (``open_session``), read from a cursor.
+
+    Every part that asks "what is new in this session file?" asks it here: ``plan`` compares
+    the file with a cursor, ``feed`` reads bytes from an offset (never past the size the file
+    had when it was opened, at most ``budget`` of them) into a parser, ``cursor`` says where
+    that left the file. What parses the bytes is the caller's (a ``SessionFile`` for records,
+    a ``SessionReader`` for raw memory and cues), so bytes are read once per reader.
+    """
+
+    __slots__ = ("fd", "path", "st")
+
+    def __init__(self, path: Path) -> None:
+        """Open ``path``; raises as ``open_session`` does (``NotRegularFile``, ``FileNotFoundError``)."""
+        self.path = path
+        self.fd, self.st = open_session(path)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    @property
+    def size(self) -> int:
+        """The file's size when it was opened: reading stops there."""
+        return self.st.st_size
+
+    def plan(self, cursor: Cursor | None, *, whole: bool = True) -> tuple[Plan, Cursor | None]:
+        """``plan_open`` on this file. ``whole=False`` is for a cursor without a whole-file
+        fingerprint (raw memory's): a same-size rewrite cannot be ruled out, so it is read again.
+        """
+        if whole:
+            return plan_open(self.fd, self.st, cursor)
+        head, tail = Cursor.windows(cursor.offset if cursor is not None else 0)
+        check = plan(
+            cursor,
+            self.st.st_dev,
+            self.st.st_ino,
+            self.st.st_size,
+            self.st.st_mtime_ns,
+            read_range(self.fd, *head),
+            read_range(self.fd, *tail),
+        )
+        return ("reread" if check == "verify" else check), None
+
+    def line_pending(self, offset: int, peek: int) -> bool:
+        """Whether the bytes after ``offset`` (at most ``peek`` of them) are one unfinished line.
+
+        Such bytes become parseable when their newline arrives, and that write brings another
+        event: nothing is to be read for them now. Longer tails are not peeked at: read them.
+        """
+        rest = self.size - offset
+        return 0 < rest <= peek and b"\n" not in read_range(self.fd, offset, rest)
+
+    def feed(
+        self,
+        start: int,
+        parse: Callable[[bytes], Any],
+        budget: int | None = None,
+        piece: int = READ_PIECE,
+        on_piece: Callable[[int], None] | None = None,
+    ) -> int:
+        """Read bytes from ``start`` (up to ``budget`` of them) in pieces into ``parse``; how many were read.
+
+        A file truncated while it is read ends the reading early: its next plan sees it.
+        """
+        end = self.size if budget is None else min(self.size, start + budget)
+        offset = start
+        while offset < end:
+            chunk = read_range(self.fd, offset, min(end - offset, piece))
+            if not chunk:
+                break
+            offset += len(chunk)
+            parse(chunk)
+            if on_piece is not None:
+                on_piece(len(chunk))
+        return offset - start
+
+    def cursor(self, offset: int, whole: WholeDigest | None = None) -> Cursor:
+        """``cursor_at`` for this file read up to ``offset``."""
+        return cursor_at(self.fd, self.st, offset, whole)
+
+
+def read_session_entries(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
+    """The session id and entries of one whole file (``None`` and nothing when it is no Pi session).
+
+    Through ``SessionTail``: a FIFO, a device or a folder is refused (``NotRegularFile``) before
+    anything could block on it or read forever, and the file is read up to the size it had
+    when it was opened. Raises ``OSError`` when it cannot be opened or read.
+    """
+    reader = SessionReader()
+    entries: list[dict[str, Any]] = []
+    with SessionTail(path) as tail:
+        tail.feed(0, lambda chunk: entries.extend(reader.feed(chunk)))
+    if reader.header is None or reader.not_session:
+        return None, []
+    return reader.header.id, entries
 
 
 def read_header(path: Path) -> SessionHeader | Literal[False] | None:

@@ -39,7 +39,7 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
     from datetime import datetime  # noqa: PLC0415
 
     from pbot_watch.memory.cues import compute_cues  # noqa: PLC0415
-    from pbot_watch.memory.index import read_session_entries  # noqa: PLC0415
+    from pbot_watch.sources import read_session_entries  # noqa: PLC0415
 
     if not session_file.is_file():
         raise CommandError(f"{session_file}: not a session file", EXIT_USAGE)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import os
 import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
@@ -33,16 +32,10 @@ from typing import Any
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
-from pbot_watch.pi.cursor import Cursor, Plan, plan
+from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
-from pbot_watch.sources import (
-    NotRegularFile,
-    cursor_at,
-    iter_session_files,
-    open_session,
-    read_range,
-)
+from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
 MEMORY_SCHEMA_VERSION = 4
 """Bump when a memory table or its tokenisation changes: raw memory is then rebuilt, never migrated."""
@@ -342,18 +335,6 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def read_session_entries(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
-    """The session id and entries of one whole file (``None`` and nothing when it is no Pi session)."""
-    reader = SessionReader()
-    entries: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            entries.extend(reader.feed(chunk))
-    if reader.header is None or reader.not_session:
-        return None, []
-    return reader.header.id, entries
-
-
 def feed_memory(
     index: SearchIndex,
     path: Path,
@@ -386,91 +367,73 @@ def feed_memory(
 def sync_memory_file(index: SearchIndex, path: Path, report: MemorySync | None = None) -> bool:
     """Bring one session file's raw memory up to date, reading only what changed; return whether anything did.
 
-    Unchanged ``stat``: nothing is read. Grown with the same beginning (the cursor's plan):
-    only the new bytes. Anything else: the file again from its start.
+    Unchanged ``stat``: nothing is read, and no write lock is taken. Grown with the same
+    beginning (the cursor's plan): only the new bytes. Anything else: the file again from its
+    start. Two processes may sync one file at once (the service and a query, two queries):
+    the cursor is read again inside the write transaction, so the second one to get the lock
+    plans from where the first left the file and never stores the same source twice.
     """
     ensure_memory_tables(index)
     report = report if report is not None else MemorySync()
     known = _known(index, path)
     try:
-        fd, st = open_session(path)
+        tail = SessionTail(path)
     except (FileNotFoundError, NotRegularFile):
         return _forget(index, path, known)  # gone, or a FIFO, folder or device: no session file
     except OSError:
         return False  # unreadable for now: keep what was read of it
-    try:
-        stamp = FileStamp.of(st)
+    with tail:
+        stamp = FileStamp.of(tail.st)
         if known is not None and known.stamp == stamp:
             return False
-        decision = _plan(fd, st, known.cursor if known is not None else None)
-        report.bytes_read += _window_bytes(known.cursor.offset if known is not None else 0)
-        if decision == "nothing" and known is not None:
-            with index.transaction():
+        with index.transaction():
+            known = _known(index, path)  # another process may have synced it meanwhile
+            if known is not None and known.stamp == stamp:
+                return False
+            decision, _ = tail.plan(known.cursor if known is not None else None, whole=False)
+            report.bytes_read += _window_bytes(known.cursor.offset if known is not None else 0)
+            if decision == "nothing" and known is not None:
                 index.conn.execute(
                     "UPDATE mem_files SET size = ?, mtime_ns = ? WHERE path = ?",
                     (stamp.size, stamp.mtime_ns, str(path)),
                 )
-            return False
-        if decision == "append":
-            return _read(index, path, fd, st, known, report)
-        return _read(index, path, fd, st, None, report) or known is not None
-    finally:
-        os.close(fd)
+                return False
+            if decision == "append":
+                return _read(index, path, tail, known, report)
+            return _read(index, path, tail, None, report) or known is not None
 
 
 def _read(
-    index: SearchIndex,
-    path: Path,
-    fd: int,
-    st: os.stat_result,
-    known: _Known | None,
-    report: MemorySync,
+    index: SearchIndex, path: Path, tail: SessionTail, known: _Known | None, report: MemorySync
 ) -> bool:
-    """Parse the file from the cursor of ``known`` (from its start without one) and store it."""
+    """Parse the file from the cursor of ``known`` (from its start without one) and store it.
+
+    Runs inside the caller's write transaction.
+    """
     start = known.cursor.offset if known is not None else 0
     reader = SessionReader.resume(known.header, start, known.entries) if known else SessionReader()
     report.files_read += 1
     writer: _FileWriter | None = None
-    with index.transaction():
-        offset = start
-        while offset < st.st_size:
-            data = read_range(fd, offset, min(READ_BYTES, st.st_size - offset))
-            if not data:
-                break
-            offset += len(data)
-            report.bytes_read += len(data)
-            entries = reader.feed(data)
-            if reader.not_session:
-                break
-            if reader.header is None:
-                continue
-            if writer is None:
-                writer = _FileWriter(index, path, reader.header.id, start)
-            writer.feed(entries)
-        if reader.header is None or reader.not_session:
-            _drop_file(index.conn, str(path))
-            return known is not None
+
+    def parse(data: bytes) -> None:
+        nonlocal writer
+        report.bytes_read += len(data)
+        entries = reader.feed(data)
+        if reader.not_session or reader.header is None:
+            return
         if writer is None:
             writer = _FileWriter(index, path, reader.header.id, start)
-        writer.finish(reader.header, cursor_at(fd, st, reader.consumed), FileStamp.of(st))
-        report.bytes_read += _window_bytes(reader.consumed)
+        writer.feed(entries)
+
+    tail.feed(start, parse, piece=READ_BYTES)
+    if reader.header is None or reader.not_session:
+        _drop_file(index.conn, str(path))
+        return known is not None
+    if writer is None:
+        writer = _FileWriter(index, path, reader.header.id, start)
+    writer.finish(reader.header, tail.cursor(reader.consumed), FileStamp.of(tail.st))
+    report.bytes_read += _window_bytes(reader.consumed)
     return True
-
-
-def _plan(fd: int, st: os.stat_result, cursor: Cursor | None) -> Plan:
-    """The cursor's plan for an open file (``pi/cursor.py``); a file of the same size whose mtime
-    changed is read again.
-
-    Raw memory's cursors carry no whole-file fingerprint: a CLI process cannot go on with the
-    running one the service keeps, and making one would read the whole file on every append.
-    So where the service compares the whole fingerprint (``verify``: a rewrite that kept the
-    length?), raw memory reads the file again, which costs the same read and is always right.
-    """
-    head, tail = Cursor.windows(cursor.offset if cursor is not None else 0)
-    check = plan(
-        cursor, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, read_range(fd, *head), read_range(fd, *tail)
-    )
-    return "reread" if check == "verify" else check
 
 
 def _window_bytes(offset: int) -> int:

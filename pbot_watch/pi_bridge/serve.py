@@ -93,7 +93,7 @@ class Child:
     def cues(self, params: CuesParams) -> CuesReply:
         """The branch's cue block, computed from the session file (cached while the file is unchanged)."""
         from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, compute_cues  # noqa: PLC0415
-        from pbot_watch.memory.index import read_session_entries  # noqa: PLC0415
+        from pbot_watch.sources import NotRegularFile, read_session_entries  # noqa: PLC0415
 
         path = Path(params.sessionFile)
         window = params.contextWindow or DEFAULT_CONTEXT_WINDOW
@@ -101,7 +101,10 @@ class Child:
         cached = self._cues.get(key)
         if cached is not None:
             return cached
-        session_id, entries = read_session_entries(path)
+        try:
+            session_id, entries = read_session_entries(path)
+        except NotRegularFile as refused:  # a FIFO or a device: never opened, never read
+            raise NotASession(f"{path}: not a Pi session: {refused.strerror}") from refused
         if session_id is None:
             raise NotASession(f"{path}: not a Pi session")
         state = compute_cues(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from pbot_watch.cli import main
 from pbot_watch.search.models import CueLine, CueState
 from tests.memory.work import Work, budget_session, cues_of
-from tests.support.cli import invoke
+from tests.support.cli import invoke, run, scratch_user
 from tests.support.paths import FIXTURES, REPO
 
 DOC = (REPO / "docs" / "pi.md").read_text(encoding="utf-8")
@@ -85,6 +86,18 @@ class TestCuesCommand:
             code, output = cues("--session", str(path))
             assert 2 == code, output
             assert output.startswith(("pbot-watch: ", "Usage:"))
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("kind", ["fifo", "device"])
+    def test_a_fifo_or_a_device_is_refused_unread(self, tmp_path: Path, kind: str) -> None:
+        """The real command on a FIFO with no writer or on /dev/zero: one line, exit 2, at once."""
+        path = Path("/dev/zero")
+        if kind == "fifo":
+            path = tmp_path / "s.jsonl"
+            os.mkfifo(path)
+        done = run("cues", "--session", str(path), env=scratch_user(tmp_path), timeout=30)
+        assert 2 == done.returncode, done.stderr
+        assert done.stderr.startswith("pbot-watch: "), done.stderr
 
 
 class TestDocs:

@@ -274,3 +274,37 @@ class TestCues:
         other = tmp_path / "notes.jsonl"
         other.write_text('{"hello": "world"}\n')
         assert "arguments" == child.ask("cues", {"sessionFile": str(other)})["error"]["kind"]
+
+
+class TestOddSessionFiles:
+    """Cues of a path that is no regular file: refused at once, and the child stays responsive."""
+
+    @pytest.mark.parametrize("kind", ["fifo", "device"])
+    def test_refused_without_reading(self, isolated_home: Path, tmp_path: Path, kind: str) -> None:
+        """A FIFO (no writer: opening it would block) and /dev/zero (it never ends) are no sessions.
+
+        Before the cue reader opened files through the sources guard, the FIFO blocked the
+        worker for good (no later call was answered, the child did not exit when stdin closed)
+        and /dev/zero grew the child by hundreds of MB a second.
+        """
+        if kind == "fifo":
+            path = tmp_path / "s.jsonl"
+            os.mkfifo(path)
+        else:
+            path = Path("/dev/zero")
+        with ServeChild() as child:
+            reply = child.ask("cues", {"sessionFile": str(path)})
+            assert "arguments" == reply["error"]["kind"]
+            assert "not a regular file" in reply["error"]["message"]
+            work = Work(tmp_path / "good.jsonl")
+            work.run("npm test")
+            assert "result" in child.ask("cues", {"sessionFile": str(work.path)})
+            rss_kb = int(
+                next(
+                    line.split()[1]
+                    for line in Path(f"/proc/{child.proc.pid}/status").read_text().splitlines()
+                    if line.startswith("VmRSS:")
+                )
+            )
+            assert rss_kb < 300_000
+            assert 0 == child.close(timeout=10)
