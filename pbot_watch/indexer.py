@@ -18,15 +18,7 @@ from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
-from pbot_watch.sources import (
-    WholeDigest,
-    cursor_at,
-    iter_session_files,
-    open_session,
-    plan_open,
-    read_header,
-    read_range,
-)
+from pbot_watch.sources import SessionTail, WholeDigest, iter_session_files, read_header
 
 # New bytes are read in one piece up to this size (the common case: one read, one feed).
 WHOLE_READ = 64 << 20
@@ -84,49 +76,44 @@ class Indexer:
         Reading never goes past the size the file had when it was opened.
         """
         try:
-            fd, st = open_session(path)
+            tail = SessionTail(path)
         except FileNotFoundError:
             self.forget(path)
             return SyncResult(path, "gone")
         except OSError as error:
             # Unreadable, or a folder, FIFO or device in its place: report it, keep the old state.
             return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
-        try:
-            return self._read_fd(path, fd, st, budget)
-        except OSError as error:
-            # An I/O error: report it and keep the old state.
-            return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
-        finally:
-            os.close(fd)
+        with tail:
+            try:
+                return self._read_tail(path, tail, budget)
+            except OSError as error:
+                # An I/O error: report it and keep the old state.
+                return SyncResult(path, "unreadable", warnings=[f"{path}: cannot read: {error.strerror}"])
 
-    def _read_fd(self, path: Path, fd: int, st: os.stat_result, budget: int | None) -> SyncResult:
+    def _read_tail(self, path: Path, tail: SessionTail, budget: int | None) -> SyncResult:
         """Plan from the cursor, feed the new bytes, move the cursor (one open file)."""
         tracked = self.files.get(path)
         cursor = tracked.cursor if tracked else None
-        decision, refreshed = plan_open(fd, st, cursor)
+        decision, refreshed = tail.plan(cursor)
         if tracked is None or decision == "reread":
             tracked = Tracked(SessionFile())
             self.files[path] = tracked
         if decision == "nothing" and tracked.cursor is not None:
             tracked.cursor = refreshed or tracked.cursor
             return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
-        start = tracked.state.reader.consumed + tracked.state.reader.lines.pending
-        end = st.st_size if budget is None else min(st.st_size, start + budget)
-        bytes_read = 0
-        added = 0
-        while start + bytes_read < end:
-            chunk = read_range(fd, start + bytes_read, min(end - start - bytes_read, WHOLE_READ))
-            if not chunk:
-                break  # truncated while we read: the next event re-plans it
-            bytes_read += len(chunk)
-            added += tracked.state.feed(chunk)
-            if self.on_progress is not None:
-                self.on_progress(len(chunk))
-        offset = tracked.state.reader.consumed
-        tracked.cursor = cursor_at(fd, st, offset, tracked.whole)
-        result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
-        result.more = end < st.st_size
         state = tracked.state
+        start = state.reader.consumed + state.reader.lines.pending
+        added = 0
+
+        def parse(chunk: bytes) -> None:
+            nonlocal added
+            added += state.feed(chunk)
+
+        bytes_read = tail.feed(start, parse, budget, WHOLE_READ, self.on_progress)
+        offset = state.reader.consumed
+        tracked.cursor = tail.cursor(offset, tracked.whole)
+        result = SyncResult(path, "idle", bytes_read=bytes_read, reread=decision == "reread")
+        result.more = budget is not None and start + budget < tail.size
         result.malformed = state.reader.malformed
         if not state.is_session:
             result.outcome = "not-session" if state.reader.not_session or offset > 0 else "empty"

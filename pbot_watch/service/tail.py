@@ -18,7 +18,6 @@ them, so before saving such a session every file of it is brought into memory.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
@@ -35,7 +34,7 @@ from pbot_watch.pi.cursor import Cursor
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import RecordListener
 from pbot_watch.service.state import FileState, StateStore
-from pbot_watch.sources import open_session, plan_open, read_range
+from pbot_watch.sources import SessionTail
 
 # Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
 # CJK, stored as 2-byte str) of a file's bytes. 32 MB of session files in memory is at most
@@ -87,18 +86,14 @@ def cursor_plan(path: Path, cursor: Cursor) -> tuple[str, Cursor | None]:
     Raises ``OSError`` when the file cannot be read or is no longer a regular file.
     """
     try:
-        fd, st = open_session(path)
+        tail = SessionTail(path)
     except FileNotFoundError:
         return "gone", None
-    try:
-        decision, refreshed = plan_open(fd, st, cursor)
-        if decision == "append" and st.st_size - cursor.offset <= PARTIAL_PEEK_BYTES:
-            rest = read_range(fd, cursor.offset, st.st_size - cursor.offset)
-            if b"\n" not in rest:
-                return "nothing", None
+    with tail:
+        decision, refreshed = tail.plan(cursor)
+        if decision == "append" and tail.line_pending(cursor.offset, PARTIAL_PEEK_BYTES):
+            return "nothing", None
         return decision, refreshed
-    finally:
-        os.close(fd)
 
 
 @dataclass
