@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pbot_watch.archive.provenance import default_machine, default_user
 from pbot_watch.config_paths import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -32,9 +33,10 @@ from pbot_watch.config_paths import (
     default_state_dir,
 )
 from pbot_watch.sources import default_session_roots
+from pbot_watch.team.settings import DEFAULT_DSN_ENV, TeamSettings
 
 # Variables with our prefix that are not settings: they must not be reported as unknown.
-NON_SETTING_ENV = frozenset({CONFIG_ENV})
+NON_SETTING_ENV = frozenset({CONFIG_ENV, DEFAULT_DSN_ENV})
 
 SourceKind = Literal["default", "file", "env", "flag"]
 
@@ -84,6 +86,15 @@ class Settings(BaseModel):
         60, gt=0, description="first wait before retrying a failed summary (doubles)"
     )
 
+    machine: str = Field(
+        default_factory=default_machine,
+        description="this machine's label on the records it writes and pushes (default: host name)",
+    )
+    user: str = Field(default_factory=default_user, description="the user label beside the machine's")
+    team: TeamSettings = Field(
+        default_factory=lambda: TeamSettings.model_validate({}), description="the team index ([team] table)"
+    )
+
     log_format: Literal["auto", "json", "console"] = Field(
         "auto",
         description="json: JSON lines; console: readable lines; auto: console on a terminal, else json",
@@ -100,6 +111,7 @@ class Settings(BaseModel):
 
 PATH_KEYS = frozenset({"sessions", "archive", "state_dir", "env_file"})
 PATH_LIST_KEYS = frozenset({"sessions"})
+TABLE_KEYS = frozenset({"team"})  # TOML tables: set in the file only, and shown as sections
 
 
 class SettingsError(Exception):
@@ -182,7 +194,7 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     out: dict[str, Any] = {}
     for name, info in Settings.model_fields.items():
         raw = environ.get(env_name(name))
-        if raw is None or raw == "":
+        if raw is None or raw == "" or name in TABLE_KEYS:
             continue
         if name in PATH_LIST_KEYS:
             value: Any = [p for p in raw.split(os.pathsep) if p]
@@ -267,6 +279,8 @@ def effective(settings: Settings) -> dict[str, Any]:
 _SYMBOLIC_DEFAULTS = {
     "sessions": '["~/.pi/agent/sessions"]  # default: ${PI_CODING_AGENT_DIR:-~/.pi/agent}/sessions',
     "state_dir": '"~/.local/state/pbot-watch"  # default: ${XDG_STATE_HOME:-~/.local/state}/pbot-watch',
+    "machine": '"laptop"  # default: the host name, up to its first dot',
+    "user": '"alice"  # default: the login name',
 }
 # Settings that are unset by default get an example value instead.
 _EXAMPLES = {
@@ -293,6 +307,8 @@ def template() -> str:
         "",
     ]
     for name, info in Settings.model_fields.items():
+        if name in TABLE_KEYS:
+            continue
         lines.append(f"# {info.description}" if info.description else f"# {name}")
         if name in _SYMBOLIC_DEFAULTS:
             shown = _SYMBOLIC_DEFAULTS[name]
@@ -303,6 +319,15 @@ def template() -> str:
         else:
             shown = _toml_value(defaults[name])
         lines.append(f"# {name} = {shown}")
+        lines.append("")
+    for name in sorted(TABLE_KEYS):
+        lines.append(f"# {Settings.model_fields[name].description}")
+        lines.append(f"# [{name}]")
+        table = defaults[name]
+        for key, info in Settings.model_fields[name].annotation.model_fields.items():  # type: ignore[union-attr]
+            value = table[key]
+            shown = "  # not set by default" if value is None else _toml_value(value)
+            lines.append(f"# {key} = {shown}  # {info.description}")
         lines.append("")
     return "\n".join(lines)
 

@@ -190,10 +190,12 @@ class TestTemplate:
         assignments = [
             line.removeprefix("# ").split("  #")[0].rstrip()
             for line in template().splitlines()
-            if line.startswith("# ") and " =" in line
+            if line.startswith("# ") and (" =" in line or line.startswith("# ["))
         ]
-        listed = {line.split(" =")[0] for line in assignments}
-        assert listed == set(Settings.model_fields)
+        # Top-level keys, then each table ([team]) as a section after them.
+        top = assignments[: next(i for i, a in enumerate(assignments) if a.startswith("["))]
+        tables = {line.strip("[]") for line in assignments if line.startswith("[")}
+        assert {line.split(" =")[0] for line in top} | tables == set(Settings.model_fields)
         data = tomllib.loads("\n".join(line for line in assignments if not line.endswith("=")))
         assert Settings.model_validate(data).debounce_seconds == Settings().debounce_seconds
 

@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "status_cmd",
         "Show whether the service runs and what it is doing; exit 0 when running, 3 when not (or stale).",
     ),
+    "team": ("team_cmd", "The team index on PostgreSQL: init, push, status (see docs/team.md)."),
     "summarize": (
         "summarize_cmd",
         "Index every session, then summarize pending nodes now (lowest level first).",

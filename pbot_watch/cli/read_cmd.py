@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option
+from pbot_watch.cli.team_answer import answering_team, team_option
 from pbot_watch.search.models import NodeBrief, NodePage
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 )
 @json_option("page")
 @archive_options
+@team_option
 def read_command(
     node_id: str,
     offset: int,
@@ -45,8 +47,19 @@ def read_command(
     as_json: bool,
     sessions: tuple[Path, ...],
     archive: Path | None,
+    team: bool,
 ) -> None:
     """Read NODE_ID (from search or from another node's parents/children)."""
+    if team:
+
+        def ask(conn: Any) -> NodePage:
+            from pbot_watch.team.search import team_read  # noqa: PLC0415 - psycopg only for --team
+
+            return team_read(conn, node_id, offset, limit, children_offset)
+
+        page = answering_team(ask)
+        emit(page, as_json, render)
+        return
     from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
     def answer(context: QueryContext) -> NodePage:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
+from pbot_watch.cli.team_answer import answering_team, team_option
 from pbot_watch.search.models import MatchMode, SearchResult
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 @limit_option
 @json_option("result")
 @archive_options
+@team_option
 def search_command(
     query: str,
     match: MatchMode,
@@ -39,8 +41,19 @@ def search_command(
     as_json: bool,
     sessions: tuple[Path, ...],
     archive: Path | None,
+    team: bool,
 ) -> None:
     """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
+    if team:
+
+        def ask(conn: Any) -> SearchResult:
+            from pbot_watch.team.search import team_search  # noqa: PLC0415 - psycopg only for --team
+
+            return team_search(conn, query, match, session_id, workspace, from_, to, offset, limit)
+
+        found = answering_team(ask)
+        emit(found, as_json, render)
+        return
     from pbot_watch.search.queries import search_history  # noqa: PLC0415 - keep --help fast
 
     def answer(context: QueryContext) -> SearchResult:

@@ -40,6 +40,8 @@ class NodeBrief(_Shape):
     ready: bool
     completed: bool
     workspace: str | None = Field(None, description="the workspace the record belongs to, when known")
+    machine: str | None = Field(None, description="the machine that wrote the record, when it says")
+    user: str | None = Field(None, description="the user who wrote the record, when it says")
 
 
 class SearchMatch(NodeBrief):

@@ -1,0 +1,102 @@
+"""The team index's schema in PostgreSQL: numbered migrations, applied in order, once each.
+
+Unlike the local search index (derived, rebuilt when its version changes), the team index is fed
+by many machines and cannot be rebuilt from one of them, so it is migrated: each step is applied
+in its own transaction and recorded in ``pbot_migrations``; ``pbot-watch team init`` applies
+what is missing, under an advisory lock so two machines initialising at once do not collide.
+``docs/team.md`` describes the tables for other tools.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psycopg
+
+LOCK_KEY = 0x70626F74  # "pbot": the advisory lock of migrations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: records and their nodes, with the indexes literal and terms search use.
+    """
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE TABLE pbot_meta(key text PRIMARY KEY, value text NOT NULL);
+    INSERT INTO pbot_meta(key, value) VALUES ('instance', gen_random_uuid()::text);
+    CREATE TABLE pbot_records(
+      record_id text PRIMARY KEY,
+      session_id text NOT NULL,
+      name text NOT NULL,
+      name_json text,
+      machine text NOT NULL,
+      os_user text NOT NULL,
+      workspace text NOT NULL,
+      content_hash text NOT NULL,
+      pushed_at timestamptz NOT NULL DEFAULT now(),
+      pushed_by text NOT NULL
+    );
+    CREATE INDEX pbot_records_session ON pbot_records(session_id);
+    CREATE INDEX pbot_records_workspace ON pbot_records(workspace);
+    CREATE TABLE pbot_nodes(
+      record_id text NOT NULL REFERENCES pbot_records(record_id) ON DELETE CASCADE,
+      id text NOT NULL,
+      seq integer NOT NULL,
+      kind text NOT NULL,
+      level integer NOT NULL,
+      from_ text NOT NULL,
+      to_ text NOT NULL,
+      from_ms double precision,
+      to_ms double precision,
+      ready boolean NOT NULL,
+      completed boolean NOT NULL,
+      searchable boolean NOT NULL,
+      capped boolean NOT NULL,
+      entry_ids jsonb NOT NULL,
+      children jsonb NOT NULL,
+      parents jsonb NOT NULL,
+      text text NOT NULL,
+      text_json text,
+      text_lower text NOT NULL,
+      terms tsvector NOT NULL,
+      hash text NOT NULL,
+      PRIMARY KEY (record_id, id)
+    );
+    CREATE INDEX pbot_nodes_literal ON pbot_nodes USING gin (text_lower gin_trgm_ops) WHERE searchable;
+    CREATE INDEX pbot_nodes_terms ON pbot_nodes USING gin (terms) WHERE searchable;
+    CREATE INDEX pbot_nodes_order ON pbot_nodes(to_ DESC, id) WHERE searchable;
+    CREATE INDEX pbot_nodes_sessions ON pbot_nodes(to_ DESC, id) WHERE kind = 'session';
+    CREATE INDEX pbot_nodes_by_id ON pbot_nodes(id);
+    CREATE INDEX pbot_nodes_capped ON pbot_nodes(record_id) WHERE capped AND searchable;
+    """,
+)
+
+
+def applied(conn: psycopg.Connection) -> int:
+    """The number of migrations this database has (0 when it has none)."""
+    found = conn.execute("SELECT to_regclass('pbot_migrations') IS NOT NULL").fetchone()
+    if not found or not found[0]:
+        return 0
+    row = conn.execute("SELECT coalesce(max(version), 0) FROM pbot_migrations").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: psycopg.Connection) -> list[int]:
+    """Apply the missing migrations; the versions applied now (empty when up to date)."""
+    done: list[int] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS pbot_migrations("
+            "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        have = applied(conn)
+        for version, sql in enumerate(MIGRATIONS, start=1):
+            if version <= have:
+                continue
+            conn.execute(sql.encode())
+            conn.execute("INSERT INTO pbot_migrations(version) VALUES (%s)", (version,))
+            done.append(version)
+    return done
+
+
+def latest() -> int:
+    return len(MIGRATIONS)
