@@ -32,6 +32,15 @@ def build_extensions(context: ServiceContext) -> Extensions:
     extensions.listeners.append(summaries.on_record)
     extensions.idle_worker = summaries
     extensions.status_providers[SUMMARIES] = summaries.status
+
+    # The team index (optional, docs/team.md): records of allowed workspaces are pushed.
+    if settings.team.enabled:
+        from pbot_watch.team.start import team_listener  # noqa: PLC0415 - psycopg only when on
+
+        team, team_status = team_listener(settings, context)
+        if team is not None:
+            extensions.listeners.append(team)
+        extensions.status_providers["team"] = team_status
     return extensions
 
 
