@@ -175,7 +175,9 @@ class TestListing:
             "to",
             "offset",
             "limit",
+            "scope",
         }
+        assert search["properties"]["scope"]["enum"] == ["local", "team"]
         assert search["required"] == []
         assert search["properties"]["limit"] == {
             "type": "integer", "minimum": 1, "maximum": 50, "default": 20,
@@ -186,7 +188,7 @@ class TestListing:
         read = tools["history_read"].input_schema
         assert read["required"] == ["id"]
         assert read["properties"]["limit"]["maximum"] == 24000
-        assert set(read["properties"]) == {"id", "offset", "limit", "childrenOffset"}
+        assert set(read["properties"]) == {"id", "offset", "limit", "childrenOffset", "scope"}
         memory = tools["search_memory"].input_schema
         assert set(memory["properties"]) == {"query", "match", "in", "sessionId", "leaf", "after", "limit"}
         recall = tools["recall_memory"].input_schema

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option
-from pbot_watch.cli.team_answer import answering_team, team_option
+from pbot_watch.cli.team_answer import team_errors, team_option
 from pbot_watch.search.models import NodeBrief, NodePage
 
 if TYPE_CHECKING:
@@ -51,13 +51,13 @@ def read_command(
 ) -> None:
     """Read NODE_ID (from search or from another node's parents/children)."""
     if team:
+        from pbot_watch.config import load_settings  # noqa: PLC0415 - keep --help fast
+        from pbot_watch.team.ask import read_team  # noqa: PLC0415
 
-        def ask(conn: Any) -> NodePage:
-            from pbot_watch.team.search import team_read  # noqa: PLC0415 - psycopg only for --team
-
-            return team_read(conn, node_id, offset, limit, children_offset)
-
-        page = answering_team(ask)
+        with team_errors():
+            page = read_team(
+                load_settings(), node_id, offset=offset, limit=limit, children_offset=children_offset
+            )
         emit(page, as_json, render)
         return
     from pbot_watch.search.queries import read_node  # noqa: PLC0415

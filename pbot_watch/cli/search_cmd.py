@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
-from pbot_watch.cli.team_answer import answering_team, team_option
+from pbot_watch.cli.team_answer import team_errors, team_option
 from pbot_watch.search.models import MatchMode, SearchResult
 
 if TYPE_CHECKING:
@@ -45,13 +45,21 @@ def search_command(
 ) -> None:
     """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
     if team:
+        from pbot_watch.config import load_settings  # noqa: PLC0415 - keep --help fast
+        from pbot_watch.team.ask import search_team  # noqa: PLC0415
 
-        def ask(conn: Any) -> SearchResult:
-            from pbot_watch.team.search import team_search  # noqa: PLC0415 - psycopg only for --team
-
-            return team_search(conn, query, match, session_id, workspace, from_, to, offset, limit)
-
-        found = answering_team(ask)
+        with team_errors():
+            found = search_team(
+                load_settings(),
+                query,
+                match,
+                session_id=session_id,
+                workspace=workspace,
+                from_=from_,
+                to=to,
+                offset=offset,
+                limit=limit,
+            )
         emit(found, as_json, render)
         return
     from pbot_watch.search.queries import search_history  # noqa: PLC0415 - keep --help fast

@@ -10,11 +10,16 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
+from pbot_watch.search.errors import QueryError
 from pbot_watch.team.settings import TeamSettings
 
 
-class TeamUnavailable(Exception):
-    """The team index is not configured, cannot be reached, or has no schema yet."""
+class TeamUnavailable(QueryError):
+    """The team index is not configured, cannot be reached, or has no schema yet.
+
+    A ``QueryError``: the tools answer it as a message to the caller, as any query they cannot
+    run, and the service carries on.
+    """
 
 
 def require_driver() -> None:

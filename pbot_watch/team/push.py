@@ -106,7 +106,8 @@ class PushLedger:
     """What this machine pushed, per record file (``<state_dir>/team-push.db``)."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.conn = connect(state_dir / LEDGER_FILE, "normal")
+        # Used by one pusher at a time (its lock), possibly from several threads over its life.
+        self.conn = connect(state_dir / LEDGER_FILE, "normal", threads=True)
         execute_script(self.conn, _LEDGER)
         self._stamps: dict[str, tuple[int, int, int]] | None = None
 
@@ -172,7 +173,7 @@ class TeamPusher:
     """Record folders and their workspace (``None``: a central archive, records say theirs)."""
     _conn: psycopg.Connection | None = None
     _ledger: PushLedger | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def pushed_by(self) -> str:
@@ -207,10 +208,11 @@ class TeamPusher:
         return self._ledger
 
     def close(self) -> None:
-        self.disconnect()
-        if self._ledger is not None:
-            self._ledger.close()
-            self._ledger = None
+        with self._lock:
+            self.disconnect()
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
 
     # ---- what to push ---------------------------------------------------------------------
     def changed_files(self) -> list[Path]:
@@ -279,7 +281,8 @@ class TeamPusher:
 
     def catch_up(self) -> PushReport:
         """Push every record file that changed since the ledger last saw it."""
-        return self.push(self.changed_files())
+        with self._lock:
+            return self.push(self.changed_files())
 
     def _push_batch(self, batch: list[_Candidate], report: PushReport) -> None:
         ledger = self.ledger()

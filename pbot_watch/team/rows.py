@@ -183,16 +183,16 @@ def node_row(raw: Any, seq: int) -> NodeRow | None:
 def record_rows(record: dict[str, Any], labels: Labels, holds_secret: Gate) -> RecordRows | None:
     """The rows of ``record``, minus what the gate holds back; ``None`` when the whole record is held.
 
-    The hash covers the record and the labels, so a record relabelled (another workspace name)
-    is pushed again, and a replay of the same content is recognised as one.
+    The hash covers the record and its workspace's name, so a replay of the same content is
+    recognised as one, whoever pushes it.
     """
     name = _str(record.get("name"))
     if holds_secret(name):
         return None
     stored_name, name_json = pg_text(name)
-    digest = hashlib.sha256(
-        dumps_utf8([labels.machine, labels.user, labels.workspace]) + content_hash(record).encode()
-    ).hexdigest()
+    # The record's own provenance fields are part of its content; the labels a pusher supplies
+    # for a record without them are not, so two machines pushing one synced record agree.
+    digest = hashlib.sha256(dumps_utf8([labels.workspace]) + content_hash(record).encode()).hexdigest()
     rows = RecordRows(
         record_id=to_well_formed(_str(record.get("id"))),
         session_id=to_well_formed(_str(record.get("sessionId"))),

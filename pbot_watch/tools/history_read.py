@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from pbot_watch.history.jstext import utf16_len
@@ -27,9 +29,23 @@ class HistoryReadArgs(ToolArguments):
         ge=0,
         description="First child to list (20 per page): pass the previous result's nextChildrenOffset.",
     )
+    scope: Literal["local", "team"] = Field(
+        "local", description="local (default): this machine's history; team: a node from a team search."
+    )
 
 
 def run(args: HistoryReadArgs, context: ToolContext) -> NodePage:
+    if args.scope == "team":
+        from pbot_watch.team.ask import read_team  # noqa: PLC0415 - the driver only for the team
+
+        return read_team(
+            context.settings,
+            args.id,
+            offset=args.offset,
+            limit=args.limit,
+            children_offset=args.children_offset,
+        )
+
     def answer(query: QueryContext) -> NodePage:
         return read_node(
             query.index, args.id, offset=args.offset, limit=args.limit, children_offset=args.children_offset

@@ -39,9 +39,29 @@ class HistorySearchArgs(ToolArguments):
     )
     offset: int = Field(0, ge=0, description="Skip this many matches: pass the previous result's nextOffset.")
     limit: int = Field(20, ge=1, le=50, description="Matches per page, 1-50 (default 20).")
+    scope: Literal["local", "team"] = Field(
+        "local",
+        description="local (default): this machine's history; team: the team's shared index, each match "
+        "labelled with the machine, user and workspace it came from (when the team index is set up).",
+    )
 
 
 def run(args: HistorySearchArgs, context: ToolContext) -> SearchResult:
+    if args.scope == "team":
+        from pbot_watch.team.ask import search_team  # noqa: PLC0415 - the driver only for the team
+
+        return search_team(
+            context.settings,
+            args.query or "",
+            args.match,
+            session_id=args.session_id,
+            workspace=args.workspace,
+            from_=args.from_,
+            to=args.to,
+            offset=args.offset,
+            limit=args.limit,
+        )
+
     def answer(query: QueryContext) -> SearchResult:
         return search_history(
             query.index,
@@ -78,6 +98,8 @@ def render(result: SearchResult, args: HistorySearchArgs) -> str:
         lines.append(f"    id: {hit.id}")
         if hit.workspace:
             lines.append(f"    workspace: {hit.workspace}")
+        if hit.machine:
+            lines.append(f"    written on: {hit.machine} by {hit.user}")
         shown = flat(hit.snippet, TEXT_SNIPPET_CHARS) if not listing else ""
         if shown:
             lines.append(f"    {shown}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import psycopg
 import pytest
@@ -27,7 +28,7 @@ def _ok(*args: str) -> str:
     return done.stdout
 
 
-def test_init_push_search_read(machine: TeamSpace) -> None:
+def test_init_push_search_read(machine: TeamSpace, gate_open: None) -> None:
     _session(
         machine, "s-1", [("How do I fix the Flaky cache?", "Clear it and retry."), ("数据库 broke", "修复了")]
     )
@@ -49,7 +50,7 @@ def test_init_push_search_read(machine: TeamSpace) -> None:
     assert json.loads(_ok("search", "--team", "--json", "--match", "terms", "caches"))["total"] == 1
 
 
-def test_nothing_leaves_a_workspace_not_allowed(machine: TeamSpace, tmp_path: pytest.TempPathFactory) -> None:
+def test_nothing_leaves_a_workspace_not_allowed(machine: TeamSpace, gate_open: None) -> None:
     other = machine.workspace.parent / "secret-project"
     other.mkdir()
     pi = PiSession("s-other", str(other))
@@ -62,3 +63,52 @@ def test_nothing_leaves_a_workspace_not_allowed(machine: TeamSpace, tmp_path: py
     with psycopg.connect(machine.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pbot_records").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM pbot_nodes WHERE text LIKE '%plan%'").fetchone() == (0,)
+
+
+def test_without_the_redaction_core_nothing_leaves(
+    machine: TeamSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate fails closed: a redaction core that cannot be imported lets no text out."""
+    monkeypatch.setitem(sys.modules, "pbot_watch.redact", None)  # import now raises ImportError
+    _session(machine, "s-1", [("an ordinary question", "an ordinary answer")])
+    _ok("index")
+    _ok("team", "init")
+    done = invoke("team", "push")
+    assert done.returncode == 0
+    assert "redaction core cannot be loaded" in done.stderr
+    assert "held back by the redaction gate: 0 texts, 1 records" in done.stdout
+    with psycopg.connect(machine.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pbot_nodes").fetchone() == (0,)
+    assert "texts held back by the redaction gate: 1" in _ok("team", "status")
+
+
+def test_history_tools_with_the_team_scope(machine: TeamSpace, gate_open: None) -> None:
+    """The tools MCP and the Pi package serve take ``scope: "team"`` and label each match."""
+    from pbot_watch.config import load_settings
+    from pbot_watch.tools.registry import call
+
+    _session(machine, "s-1", [("Where is the retry budget set?", "In config.toml, retry_budget.")])
+    _ok("index")
+    _ok("team", "init")
+    _ok("team", "push")
+    settings = load_settings()
+    found = call("history_search", {"query": "retry budget", "scope": "team"}, settings)
+    assert found.structured is not None and found.structured["total"] == 1
+    assert "written on: laptop by alice" in found.text
+    node = found.structured["matches"][0]["id"]
+    page = call("history_read", {"id": node, "scope": "team"}, settings)
+    assert page.structured is not None and "retry_budget" in page.structured["text"]
+    # The local scope still answers from this machine's index.
+    assert call("history_search", {"query": "retry budget"}, settings).structured["total"] == 1
+    missing = call("history_read", {"id": "no-such-node", "scope": "team"}, settings)
+    assert missing.failure is not None and "no node" in missing.text
+
+
+def test_team_scope_when_the_index_is_off(isolated_home: object) -> None:
+    from pbot_watch.config import load_settings
+    from pbot_watch.tools.registry import call
+
+    answer = call("history_search", {"query": "x", "scope": "team"}, load_settings())
+    assert answer.failure is not None and "team index is off" in answer.text
+    done = invoke("search", "--team", "x")
+    assert done.returncode == 1 and "team index is off" in done.stderr
