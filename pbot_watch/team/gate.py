@@ -20,7 +20,9 @@ def _closed(text: str) -> bool:  # noqa: ARG001 - the gate's signature
 def secret_gate() -> tuple[Gate, str | None]:
     """The gate, and why it holds everything back when the redaction core is unavailable."""
     try:
-        from pbot_watch.redact import holds_secret  # noqa: PLC0415 - the core is optional until loaded
+        from pbot_watch.redact import (  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+            holds_secret,  # the redaction core; loaded when first needed
+        )
     except ImportError as error:
         return _closed, f"the redaction core cannot be loaded ({error}): nothing is pushed"
     return _guarded(holds_secret), None
