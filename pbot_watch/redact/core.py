@@ -1,0 +1,89 @@
+"""Finding and replacing secrets in a text. Pure and deterministic: text in, text out.
+
+One scan of the text by ``PREFILTER`` (every rule's anchors in one trie-shaped expression)
+finds the places worth a look; at each, the rules anchored there are tried with
+``Pattern.match`` at that place. A text without any anchor, which is most of what Pi writes,
+costs that one scan. Where two rules' spans overlap, the earlier rule in ``RULES`` wins.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from pbot_watch.redact.rules import MARKER_PREFIX, PREFILTER, RULES, RULES_AT
+
+_PRIORITY = {rule: n for n, rule in enumerate(RULES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Where a secret is in a text and what kind it is; it never holds the secret itself."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """A text with every secret replaced by ``[redacted:<kind>]``, and how many of each kind."""
+
+    text: str
+    counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def marker(kind: str) -> str:
+    """What a secret of ``kind`` becomes."""
+    return f"{MARKER_PREFIX}{kind}]"
+
+
+def _candidates(text: str) -> Iterator[tuple[int, int, int, str]]:
+    """``(priority, start, end, kind)`` of every rule match that passes its guard, in text order."""
+    for hit in PREFILTER.finditer(text):
+        at = hit.start()
+        for rule in RULES_AT[hit.group()]:
+            match = rule.pattern.match(text, at)
+            if match is None or (rule.guard is not None and not rule.guard(match)):
+                continue
+            start, end = rule.span(match)
+            if start < end and not text.startswith(MARKER_PREFIX, start):
+                yield _PRIORITY[rule], start, end, rule.kind
+
+
+def find_secrets(text: str) -> list[Finding]:
+    """Every secret in ``text``, by position; where rules overlap, the earlier rule's span wins."""
+    if not text:
+        return []
+    taken: list[tuple[int, int, str]] = []
+    for _, start, end, kind in sorted(_candidates(text)):
+        if not any(start < t_end and t_start < end for t_start, t_end, _ in taken):
+            taken.append((start, end, kind))
+    return [Finding(kind, start, end) for start, end, kind in sorted(taken)]
+
+
+def holds_secret(text: str) -> bool:
+    """Whether any rule matches ``text``: the gate that text leaving the machine must pass (fail closed)."""
+    return bool(text) and next(_candidates(text), None) is not None
+
+
+def redact(text: str) -> Redaction:
+    """``text`` with each secret replaced by its marker; an unchanged text is returned as is."""
+    findings = find_secrets(text)
+    if not findings:
+        return Redaction(text)
+    parts: list[str] = []
+    last = 0
+    for finding in findings:
+        parts.append(text[last : finding.start])
+        parts.append(marker(finding.kind))
+        last = finding.end
+    parts.append(text[last:])
+    counts = Counter(finding.kind for finding in findings)
+    return Redaction("".join(parts), MappingProxyType(dict(sorted(counts.items()))))
