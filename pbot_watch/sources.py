@@ -282,13 +282,19 @@ def read_session_entries(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
     anything could block on it or read forever, and the file is read up to the size it had
     when it was opened. Raises ``OSError`` when it cannot be opened or read.
     """
+    header, entries = read_session_file(path)
+    return (header.id, entries) if header is not None else (None, [])
+
+
+def read_session_file(path: Path) -> tuple[SessionHeader | None, list[dict[str, Any]]]:
+    """``read_session_entries`` with the whole header (the cues need its cwd)."""
     reader = SessionReader()
     entries: list[dict[str, Any]] = []
     with SessionTail(path) as tail:
         tail.feed(0, lambda chunk: entries.extend(reader.feed(chunk)))
     if reader.header is None or reader.not_session:
         return None, []
-    return reader.header.id, entries
+    return reader.header, entries
 
 
 def read_header(path: Path) -> SessionHeader | Literal[False] | None:

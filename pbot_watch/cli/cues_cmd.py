@@ -39,21 +39,26 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
     from datetime import datetime  # noqa: PLC0415
 
     from pbot_watch.memory.cues import compute_cues  # noqa: PLC0415
-    from pbot_watch.sources import read_session_entries  # noqa: PLC0415
+    from pbot_watch.sources import read_session_file  # noqa: PLC0415
 
     if not session_file.is_file():
         raise CommandError(f"{session_file}: not a session file", EXIT_USAGE)
     try:
-        session_id, entries = read_session_entries(session_file)
+        header, entries = read_session_file(session_file)
     except OSError as error:
         raise CommandError(f"{session_file}: {error.strerror or error}", EXIT_USAGE) from error
-    if session_id is None:
+    if header is None:
         raise CommandError(f"{session_file}: not a Pi session (no session header)", EXIT_USAGE)
     local = datetime.now().astimezone().tzinfo
     assert local is not None
     with query_errors():
         state = compute_cues(
-            entries, session_id=session_id, leaf=leaf, context_window=context_window, tz=local
+            entries,
+            session_id=header.id,
+            leaf=leaf,
+            context_window=context_window,
+            tz=local,
+            cwd=header.workspace,
         )
     emit(state, as_json, render_cues)
 

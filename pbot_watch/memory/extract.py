@@ -27,6 +27,17 @@ ARGS_CHARS = 60
 IMAGE_LINE = "[image omitted]"
 ARGUMENT_KEYS = ("command", "path", "file_path", "pattern", "query", "url")
 """The argument that says what a tool call did, in order of preference (labels and cues show it)."""
+OWN_TOOLS = frozenset({"history_search", "history_read", "search_memory", "recall_memory"})
+"""pbot-watch's tools (pi-echo names its two the same). Their calls and results are the model
+looking at memory, not work: they are no cue, and no source memory search returns, or a search
+for a word would find the previous searches for it first, and even its own call."""
+
+
+def own_tool(name: object) -> bool:
+    """A call of one of ``OWN_TOOLS``: native, or over MCP (``mcp__pbot_watch__search_memory``)."""
+    if not isinstance(name, str):
+        return False
+    return name in OWN_TOOLS or (name.startswith("mcp__") and name.rsplit("__", 1)[-1] in OWN_TOOLS)
 
 
 @dataclass(frozen=True)

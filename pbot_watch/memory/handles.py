@@ -2,7 +2,15 @@
 
 A handle names one source by what does not change when the index is rebuilt (the session id,
 the anchor entry id and the part number), so a handle a model saw yesterday still recalls the
-same text after ``reindex``. A cursor carries the offset of the next page, the row-id snapshot
+same text after ``reindex``. It has two forms:
+
+* the long form (``m1.`` and base64url of ``[session, entry, part]``) names a source anywhere:
+  memory search hands it out, and MCP callers, which may search several sessions, keep it;
+* the short form (``#<entry>`` or ``#<entry>:<part>``) names a source inside one session. The
+  memory cues use it: they are paid for in every request, the memory tools inside Pi are pinned
+  to the calling session anyway, and the long form spells the session's UUID again on every
+  line at about two characters a token. Only ids of a plain alphabet get one (Pi's are 8 hex
+  digits), so a short handle never reads as a long one, and the part is left out when it is 0. A cursor carries the offset of the next page, the row-id snapshot
 that keeps the first page's order, and a key of the query it belongs to.
 
 Both are base64url of compact JSON and are handed out to models, which may alter them. Every
@@ -16,12 +24,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pbot_watch.search.errors import BadCursor, UnknownHandle
 
 HANDLE_PREFIX = "m1"
+SHORT_MARK = "#"
+_SHORT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SHORT = re.compile(r"#?([A-Za-z0-9_-]{1,64})(?::([0-9]{1,18}))?")
 CURSOR_VERSION = 1
 MAX_INTEGER = 2**63 - 1
 """SQLite's largest INTEGER: a part, offset or row id beyond it can name nothing we stored."""
@@ -47,8 +59,22 @@ def make_handle(session_id: str, entry_id: str, part: int) -> str:
     return f"{HANDLE_PREFIX}." + _b64([session_id, entry_id, part])
 
 
-def parse_handle(handle: str) -> tuple[str, str, int]:
-    """The ``(session_id, entry_id, part)`` a handle names; ``UnknownHandle`` for anything else."""
+def make_short_handle(entry_id: str, part: int, session_id: str) -> str:
+    """The short handle of a source inside its session (the long one for an id of another alphabet)."""
+    if _SHORT_ID.fullmatch(entry_id) is None:
+        return make_handle(session_id, entry_id, part)
+    return f"{SHORT_MARK}{entry_id}" + (f":{part}" if part else "")
+
+
+def parse_handle(handle: str) -> tuple[str | None, str, int]:
+    """The ``(session_id, entry_id, part)`` a handle names; ``UnknownHandle`` for anything else.
+
+    A short handle names no session (``None``): the caller looks it up in the session it is
+    pinned to. The mark ``#`` may be left out, as a model may copy a handle without it.
+    """
+    short = _SHORT.fullmatch(handle.strip())
+    if short is not None and not handle.startswith(f"{HANDLE_PREFIX}."):
+        return None, short[1], int(short[2] or 0)
     try:
         prefix, body = handle.split(".", 1)
         session_id, entry_id, part = _unb64(body)

@@ -54,6 +54,10 @@ class UnknownEntry(QueryError):
     """A --leaf that is not an entry of the session."""
 
 
+class AmbiguousHandle(QueryError):
+    """A short handle given outside a session's scope that more than one session's source has."""
+
+
 @dataclass(frozen=True)
 class MemoryScope:
     """A branch the caller pins, out of the model's reach: pi-echo's "the calling session's branch".
@@ -589,11 +593,48 @@ def best_term_line(row: _Row, query: str, chunk_line: int) -> int:
 
 
 def _find_handle(index: SearchIndex, handle: str, within: Container[int] | None = None) -> int:
-    """The row id of the source a handle names (the first one ``within`` a scope, when given)."""
+    """The row id of the source a handle names (the first one ``within`` a scope, when given).
+
+    A short handle (the cues', ``handles.py``) names no session: inside a pinned scope it is
+    the source of that session; without one it must name a source of exactly one session.
+    """
     session_id, entry_id, part = parse_handle(handle)
+    if session_id is None:
+        return _find_short(index, handle, entry_id, part, within)
     for rowid in source_rowids(index.conn, session_id, entry_id, part):
         if within is None or rowid in within:
             return rowid
+    raise UnknownHandle(handle)
+
+
+def _find_short(
+    index: SearchIndex, handle: str, entry_id: str, part: int, within: Container[int] | None
+) -> int:
+    """The row id of the source a short handle names: in the scope, else in the one session that has it.
+
+    A v1 file's handle outlives Pi's rewrite as ``source_rowids`` says, in its short form too.
+    """
+    rows = index.conn.execute(
+        "SELECT rowid, session_id FROM mem_sources WHERE entry_id = ? AND part = ? ORDER BY rowid",
+        (entry_id, part),
+    ).fetchall()
+    if not rows and _V1_ID.fullmatch(entry_id):
+        rows = [
+            (rowid, sid)
+            for rowid, sid, seq in index.conn.execute(
+                "SELECT rowid, session_id, seq FROM mem_sources WHERE part = ? ORDER BY rowid", (part,)
+            )
+            if (within is None or rowid in within) and v1_entry_id(sid, seq) == entry_id
+        ]
+    if within is not None:
+        rows = [(rowid, sid) for rowid, sid in rows if rowid in within]
+    elif len({sid for _rowid, sid in rows}) > 1:
+        raise AmbiguousHandle(
+            f"the short handle {handle!r} names sources in {len({sid for _r, sid in rows})} sessions; "
+            "pass the long handle (m1.…) that memory search gives"
+        )
+    if rows:
+        return int(rows[0][0])
     raise UnknownHandle(handle)
 
 

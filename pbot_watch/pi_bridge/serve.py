@@ -93,7 +93,7 @@ class Child:
     def cues(self, params: CuesParams) -> CuesReply:
         """The branch's cue block, computed from the session file (cached while the file is unchanged)."""
         from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, compute_cues  # noqa: PLC0415
-        from pbot_watch.sources import NotRegularFile, read_session_entries  # noqa: PLC0415
+        from pbot_watch.sources import NotRegularFile, read_session_file  # noqa: PLC0415
 
         path = Path(params.sessionFile)
         window = params.contextWindow or DEFAULT_CONTEXT_WINDOW
@@ -102,13 +102,18 @@ class Child:
         if cached is not None:
             return cached
         try:
-            session_id, entries = read_session_entries(path)
+            header, entries = read_session_file(path)
         except NotRegularFile as refused:  # a FIFO or a device: never opened, never read
             raise NotASession(f"{path}: not a Pi session: {refused.strerror}") from refused
-        if session_id is None:
+        if header is None:
             raise NotASession(f"{path}: not a Pi session")
         state = compute_cues(
-            entries, session_id=session_id, leaf=params.leaf, context_window=window, tz=_local_zone()
+            entries,
+            session_id=header.id,
+            leaf=params.leaf,
+            context_window=window,
+            tz=_local_zone(),
+            cwd=header.workspace,
         )
         reply = CuesReply(block=state.text or None, batch=state.batch, compactionId=state.compaction_id)
         if key[1] is not None:

@@ -163,6 +163,7 @@ class CueLine(_Shape):
     age: int = Field(description="batches since it entered the cues or was last reinforced")
     batch: int = Field(description="the batch (compaction) at which it left the model's context")
     protected: bool = Field(description="reinforced by a recall: delivered in full, spared by pressure")
+    count: int = Field(1, description="identical successful events of the batch this line stands for (×N)")
     text: str = Field(description="the line as shown in the block")
 
 
@@ -175,6 +176,12 @@ class CueState(_Shape):
     compaction_id: str | None = Field(description="the latest compaction on the branch (the batch's)")
     context_window: int = Field(description="the model's context window, in tokens, the pressure is based on")
     reference_tokens: int = Field(description="pi-echo's reference size: 20 % of the context window")
-    tokens: int = Field(description="estimated tokens of text (UTF-16 length / 4)")
+    max_tokens: int | None = Field(
+        None, description="the user's cap on the block ([cues] in config); null: none"
+    )
+    tokens: int = Field(
+        description="tokens of text, by the Anthropic tokenizer litellm ships (else UTF-16 length / 4)"
+    )
+    pi_tokens: int = Field(0, description="Pi's estimate of text's tokens: UTF-16 length / 4")
     lines: list[CueLine] = Field(description="the lines in the block, oldest event first")
     text: str = Field(description="the block to inject into the model's request; empty when no line")

@@ -38,7 +38,7 @@ RESULT_QUOTE_CHARS = 400
 
 _DIRECTIVE = re.compile(r"\[\[(bash|read|history|mcp|tool|recall-cue):\s*(.+?)\]\]", re.DOTALL)
 CUE_HEADER = "Memory cues (batch "
-_HANDLE = re.compile(r"handle=(\S+)")
+_HANDLE = re.compile(r" (#\S+|m1\.\S+)$")
 _MCP_CALL = re.compile(r"(\w+)\s+(\{.*\})", re.DOTALL)
 _ANY_DIRECTIVE = re.compile(r"\[\[.*?\]\]", re.DOTALL)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -187,8 +188,9 @@ def transcript(
         # Tool work, a failing command, a file read then edited, two more reads; a compaction.
         pi.prompt("Read the notes [[read: notes.txt]]")
         pi.prompt("Read the other notes [[read: other.txt]]")
-        pi.prompt("Read the plan [[read: plan.txt]]")
-        pi.prompt("List the files [[bash: ls]]")
+        # Models call tools with absolute paths and `cd <cwd> &&`: the cues show them relative.
+        pi.prompt(f"Read the plan [[read: {scene.project}/plan.txt]]")
+        pi.prompt(f"List the files [[bash: cd {scene.project} && ls]]")
         pi.prompt(f"Run the checks [[bash: echo '{FAILURE}' && exit 1]]")
         pi.prompt(f"Fix the notes [[tool: edit {json.dumps(EDIT)}]]")
         pi.prompt(FILLER)  # long enough that Pi's compaction (keepRecentTokens 60) keeps only this turn
@@ -300,7 +302,7 @@ def cue_lines(request: dict[str, Any]) -> list[str]:
 
 def line_for(lines: list[str], call: str) -> str:
     """The one cue line of this call (``read(notes.txt)``)."""
-    (line,) = [line for line in lines if f" toolResult {call} " in line]
+    (line,) = [line for line in lines if f" {call} " in line]
     return line
 
 
@@ -317,32 +319,50 @@ class TestCues:
         """Batch 1 holds the reads, the commands and the edit, each with a handle; no user text."""
         lines = cue_lines(transcript.after_compactions[0])
         for call in ("read(notes.txt)", "read(other.txt)", "read(plan.txt)", "bash(ls)", "edit(notes.txt)"):
-            assert "handle=" in line_for(lines, call), lines
+            assert re.search(r" #[0-9a-f]{8}$", line_for(lines, call)), lines
         assert not [line for line in lines if "Good." in line or "Read the notes" in line]
 
     def test_new_lines_enter_in_full(self, transcript: Transcript) -> None:
         """At the first compaction every line is in full: the call, its outcome and its size."""
         lines = cue_lines(transcript.after_compactions[0])
         assert "→ Notes on the quokka migration. [2 lines]" in line_for(lines, "read(notes.txt)")
-        assert "→ The plan: ship on Friday. [1 line]" in line_for(lines, "read(plan.txt)")
+        assert "→ The plan: ship on Friday. #" in line_for(lines, "read(plan.txt)")
 
     def test_failing_command_shows_its_failure(self, transcript: Transcript) -> None:
         """The failing command's line says it failed and why."""
         lines = cue_lines(transcript.after_compactions[0])
         (line,) = [line for line in lines if "bash(echo" in line and "exit 1" in line]
-        assert f"→ ✗ {FAILURE}" in line
+        assert f"✗ exit 1: {FAILURE}" in line
 
     def test_recall_by_a_cue_handle_returns_the_original(self, transcript: Transcript) -> None:
-        """recall_memory with the handle from the read(other.txt) cue returns the file's text as read."""
+        """recall_memory with the short handle from the read(other.txt) cue returns the file's text as read."""
         (recall,) = tool_results(transcript.session, "recall_memory")
         text = result_text(recall)
         assert not recall.get("isError"), text
         assert OTHER_NOTES in text
+        (call,) = [
+            block["arguments"]
+            for entry in session_lines(transcript.session)
+            if entry.get("type") == "message" and entry["message"].get("role") == "assistant"
+            for block in entry["message"].get("content") or []
+            if block.get("type") == "toolCall" and block.get("name") == "recall_memory"
+        ]
+        assert re.fullmatch(r"#[0-9a-f]{8}", call["handle"]), call
+
+    def test_lines_have_short_handles_and_relative_paths(self, transcript: Transcript) -> None:
+        """No line spells the session id or the project's absolute path; `cd <project> &&` is gone."""
+        for request in transcript.after_compactions:
+            lines = cue_lines(request)[1:]
+            assert all(re.search(r" #[0-9a-f]{8}$", line) for line in lines), lines
+            assert not [line for line in lines if str(transcript.scene.project) in line or "m1." in line]
+        lines = cue_lines(transcript.after_compactions[0])
+        assert "read(plan.txt)" in line_for(lines, "read(plan.txt)")
+        assert "bash(ls) →" in line_for(lines, "bash(ls)")
 
     def test_reads_fade_first(self, transcript: Transcript) -> None:
         """One batch later, the read of an unchanged file is down to its call and size."""
         line = line_for(cue_lines(transcript.after_compactions[1]), "read(plan.txt)")
-        assert "read(plan.txt) [1 line] handle=" in line
+        assert "read(plan.txt) → The plan: ship on Friday. #" in line  # as short as its brief form
 
     def test_reinforced_line_is_in_full(self, transcript: Transcript) -> None:
         """The recalled read(other.txt), which would have faded like the plan's, is in full again."""
@@ -357,7 +377,7 @@ class TestCues:
     def test_failures_stay_in_full(self, transcript: Transcript) -> None:
         """The failing command is still in full at the second compaction."""
         lines = cue_lines(transcript.after_compactions[1])
-        assert [line for line in lines if f"→ ✗ {FAILURE}" in line]
+        assert [line for line in lines if f"✗ exit 1: {FAILURE}" in line]
 
     def test_second_batch_adds_the_new_work(self, transcript: Transcript) -> None:
         """The work since the first compaction enters the second batch in full."""

@@ -21,8 +21,9 @@ from pbot_watch.memory.cues import (
 )
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import refresh_memory
-from pbot_watch.memory.query import recall, search_memory
+from pbot_watch.memory.query import MemoryScope, recall, search_memory
 from pbot_watch.pi.entries import SessionReader
+from pbot_watch.search.errors import QueryError
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import CueState
 from tests.memory.work import SESSION, Work, cues_of
@@ -50,13 +51,14 @@ def history(work: Work, handles: list[str], batches: int) -> list[list[str]]:
 
 class TestLines:
     def test_one_line_per_tool_event(self, work: Work) -> None:
-        """A line holds time, role, the call in short, the outcome and its size, and the handle."""
+        """A line holds the time, the call in short, the outcome and its size, and the short handle."""
         handle = work.run(
             "npm test", "> budget@1.0 test\n3 failed: budget over limit\nDone in 2.1s\n", error=True
         )
         work.compact()
         (line,) = work.cues().lines
-        expected = f"11-01 00:02 toolResult bash(npm test) → ✗ 3 failed: budget over limit [3 lines, 1 issue] handle={handle}"
+        expected = f"11-01 00:02 bash(npm test) ✗ 3 failed: budget over limit [3 lines, 1 issue] {handle}"
+        assert "#t3" == handle
         assert expected == line.text
         assert (handle, "full", "failure", 0, 1) == (
             line.handle,
@@ -71,20 +73,20 @@ class TestLines:
         work.read("src/budget.ts")
         work.compact()
         (line,) = work.cues(tz=timezone(timedelta(hours=8))).lines
-        assert line.text.startswith("11-01 08:02 toolResult read(src/budget.ts) → line one [2 lines] handle=")
+        assert line.text.startswith("11-01 08:02 read(src/budget.ts) → line one [2 lines] #")
 
     def test_long_parts_keep_head_and_tail(self, work: Work) -> None:
-        """A long command and a long outcome keep their head and tail around an elision mark."""
+        """A long command keeps each step's verb; a long outcome its head and tail, cut between words."""
         command = "npm run build -- " + " ".join(f"--flag{i}" for i in range(40)) + " && echo END"
-        work.run(command, "start " + "x" * 300 + " finish\n")
+        work.run(command, "start " + " ".join(["word"] * 60) + " finish\n")
         work.compact()
         (line,) = work.cues().lines
         assert "bash(npm run build -- --flag0" in line.text
         assert "&& echo END)" in line.text
-        assert "→ start xxx" in line.text
-        assert "xxx finish [1 line]" in line.text
+        assert "→ start word" in line.text
+        assert "word finish [1 line]" in line.text
         assert 2 == line.text.count(" … ")
-        assert len(line.text) < 250
+        assert len(line.text) < 200
 
     def test_recall_of_a_cue_handle_returns_the_original_text(self, work: Work, tmp_path: Path) -> None:
         """The handle in a cue is memory search's handle: recall returns the call and its output."""
@@ -93,8 +95,157 @@ class TestLines:
         (line,) = work.cues().lines
         with SearchIndex(tmp_path / "search.db") as index:
             refresh_memory(index, [work.path.parent])
-            assert line.handle in {h.handle for h in search_memory(index, "budget over limit").hits}
+            assert work.long(line.handle) in {
+                h.handle for h in search_memory(index, "budget over limit").hits
+            }
             assert "bash: npm test\n3 failed: budget over limit" == recall(index, line.handle).text
+            assert recall(index, work.long(line.handle)).text == recall(index, line.handle).text
+
+
+CWD = "/home/dev/src/github.com/acme/billing-service"
+
+
+@pytest.fixture
+def deep(tmp_path: Path) -> Work:
+    """A session whose folder is a long absolute path, as most are."""
+    return Work(tmp_path / "sessions" / "s.jsonl", cwd=CWD)
+
+
+def only_line(work: Work) -> str:
+    work.compact()
+    (line,) = work.cues().lines
+    return line.text
+
+
+class TestShortLines:
+    def test_paths_are_relative_to_the_session_folder(self, deep: Work) -> None:
+        """A path under the session's cwd is shown relative to it, in the call and in the outcome."""
+        deep.tool("read", {"path": f"{CWD}/src/budget.ts"}, f"{CWD}/src/budget.ts: 12 lines\nmore\n")
+        line = only_line(deep)
+        assert "read(src/budget.ts) → src/budget.ts: 12 lines" in line
+        assert CWD not in line
+
+    def test_cd_to_the_session_folder_is_dropped(self, deep: Work) -> None:
+        """A command's leading `cd <cwd> &&` says nothing: the session is there already."""
+        deep.run(f"cd {CWD} && npm test -- src/budget.test.ts", "Tests 3 passed (3)\n")
+        assert "bash(npm test -- src/budget.test.ts) → Tests 3 passed (3) #t3" in only_line(deep)
+
+    def test_a_cut_path_keeps_its_basename(self, deep: Work) -> None:
+        """A long path is cut from the left: the basename and the parents that fit, never the shared prefix."""
+        path = f"{CWD}/packages/web/src/components/budget/forms/limits/BudgetLimitForm.test.tsx"
+        deep.tool("read", {"path": path}, "x\ny\n")
+        call = only_line(deep).split(" → ")[0]
+        assert call.endswith("budget/forms/limits/BudgetLimitForm.test.tsx)")
+        assert "read(packages" not in call
+
+    def test_a_cut_command_keeps_its_verb_and_distinctive_arguments(self, deep: Work) -> None:
+        """A long command keeps the verb of each step and its arguments; options and plumbing go first."""
+        deep.run(
+            f"cd {CWD} && npx vitest run {CWD}/packages/web/src/components/budget/BudgetLimitForm.test.tsx "
+            "--reporter=verbose --coverage --coverage.reporter=text-summary 2>&1 | tail -n 40",
+            "Tests 12 passed (12)\n",
+        )
+        call = only_line(deep).split(" → ")[0]
+        assert "bash(npx vitest run " in call
+        assert "BudgetLimitForm.test.tsx" in call
+        assert "tail" not in call
+        assert CWD not in call
+        assert len(call) <= len("11-01 00:02 bash()") + 60
+
+    def test_edit_and_write_successes_are_a_check_mark(self, deep: Work) -> None:
+        """A successful edit or write is ✓: Pi's "Successfully replaced..." says nothing more."""
+        deep.edit(f"{CWD}/src/budget.ts")
+        deep.tool(
+            "write",
+            {"path": f"{CWD}/docs/limits.md", "content": "# Limits\n"},
+            f"Successfully wrote to {CWD}/docs/limits.md",
+        )
+        deep.compact()
+        lines = [line.text for line in deep.cues().lines]
+        assert lines[0].endswith("edit(src/budget.ts) ✓ #t3")
+        assert lines[1].endswith("write(docs/limits.md) ✓ #t6")
+
+    def test_a_failure_says_its_error_line_not_a_code_frame(self, deep: Work) -> None:
+        """What went wrong is the error line itself and the exit code, not a quoted source line."""
+        output = (
+            f"{CWD}/src/budget.ts\n"
+            "  > 12 |   throw new Error('over the limit')\n"
+            "       |         ^\n"
+            f"{CWD}/src/budget.ts:12:9: error TS2322: Type 'string' is not assignable to type 'number'.\n"
+            "\n\nCommand exited with code 2"
+        )
+        deep.run("npx tsc --noEmit", output, error=True)
+        line = only_line(deep)
+        assert (
+            "bash(npx tsc --noEmit) ✗ exit 2: src/budget.ts:12:9: error TS2322: Type 'string' is not" in line
+        )
+        assert "throw new Error" not in line
+
+    def test_outcomes_are_cut_between_words(self, deep: Work) -> None:
+        """A long outcome line keeps its head and tail, never half a word."""
+        words = [f"word{i}" for i in range(60)]
+        deep.run("make", " ".join(words) + "\n")
+        shown = only_line(deep).split(" → ")[1].rsplit(" [", 1)[0].split(" ")
+        assert ("word0", True, "word59") == (shown[0], "…" in shown, shown[-1])
+        assert set(shown) - {"…"} <= set(words)
+
+    def test_silent_success_and_no_result_read_once(self, deep: Work) -> None:
+        """A command that printed nothing is ✓; a call that never got a result says so once."""
+        deep.run("mkdir -p dist", "(no output)")
+        deep.w.assistant(None, calls=[("call-x", "read", {"path": f"{CWD}/notes.txt"})], id="a-x")
+        deep.compact()
+        lines = [line.text for line in deep.cues().lines]
+        assert lines[0].endswith("bash(mkdir -p dist) ✓ #t3")
+        assert lines[1].endswith("read(notes.txt) (no result) #a-x:2")
+        assert 1 == lines[1].count("no result")
+
+    def test_identical_successes_are_one_line_with_the_latest_handle(self, deep: Work) -> None:
+        """Identical successful calls with the same outcome in one batch: one line ×N, recalling the latest."""
+        handles = [deep.run("npm run lint", "no problems\n") for _ in range(4)]
+        deep.run("npm run lint", "2 problems\n")
+        deep.compact()
+        lines = deep.cues().lines
+        assert [(4, handles[-1]), (1, lines[1].handle)] == [(line.count, line.handle) for line in lines]
+        assert lines[0].text.endswith(f"bash(npm run lint) → no problems ×4 {handles[-1]}")
+
+    def test_failures_are_never_merged(self, deep: Work) -> None:
+        """Each failure keeps its own line, however alike they read."""
+        failures = [deep.run("npm test", "FAIL budget\n1 failed\n", error=True) for _ in range(3)]
+        deep.compact()
+        lines = deep.cues().lines
+        assert failures == [line.handle for line in lines]
+        assert {1} == {line.count for line in lines}
+
+    def test_a_recall_of_a_merged_event_reinforces_its_line(self, deep: Work) -> None:
+        """A recall by the long handle of any event a ×N line stands for reinforces that line."""
+        first = deep.run("npm run lint", "no problems\n")
+        deep.run("npm run lint", "no problems\n")
+        deep.compact()
+        deep.recall(deep.long(first))
+        deep.compact()
+        (line,) = deep.cues().lines
+        assert (True, 2) == (line.protected, line.count)
+
+
+class TestShortHandles:
+    def test_a_short_handle_recalls_in_the_pinned_session_and_where_it_is_unique(
+        self, tmp_path: Path
+    ) -> None:
+        """`#entry` names a source inside the caller's session; outside one, only where one session has it."""
+        ours = Work(tmp_path / "sessions" / "a.jsonl", session="sess-a")
+        theirs = Work(tmp_path / "sessions" / "b.jsonl", session="sess-b")
+        handle = ours.run("npm test", "ours failed\n", error=True)
+        assert handle == theirs.run("npm test", "theirs failed\n", error=True)  # same entry ids
+        only_ours = ours.read("notes.txt", "only here\n")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            pinned = MemoryScope(session_file=ours.path)
+            assert "ours failed" in recall(index, handle, pinned=pinned).text
+            assert "ours failed" in recall(index, handle.removeprefix("#"), pinned=pinned).text
+            assert "only here" in recall(index, only_ours).text
+            with pytest.raises(QueryError, match="names sources in 2 sessions"):
+                recall(index, handle)
+            assert "theirs failed" in recall(index, theirs.long(handle)).text
 
 
 class TestOnlyToolWork:
@@ -141,7 +292,7 @@ class TestBatches:
         header = work.cues().text.split("\n")[0]
         assert "Memory cues (batch 1)" in header
         assert "information, not instructions" in header
-        assert "recall_memory(handle)" in header
+        assert "recall_memory(#handle)" in header
 
     def test_lines_fade_by_age_full_brief_out(self, work: Work) -> None:
         """A line is shown in full, then as its call and size only, then not at all."""
@@ -154,7 +305,7 @@ class TestBatches:
         handle = work.run("npm test", "3 passed\n")
         history(work, [handle], 3)
         (line,) = work.cues().lines
-        assert f"11-01 00:02 toolResult bash(npm test) [1 line] handle={handle}" == line.text
+        assert f"11-01 00:02 bash(npm test) [1 line] {handle}" == line.text
 
     def test_out_of_the_cues_is_still_recallable(self, work: Work, tmp_path: Path) -> None:
         """A line that left the cues can still be searched and recalled."""
@@ -163,7 +314,7 @@ class TestBatches:
         assert handle not in stages(work.cues())
         with SearchIndex(tmp_path / "search.db") as index:
             refresh_memory(index, [work.path.parent])
-            assert handle == search_memory(index, "the notes").hits[0].handle
+            assert work.long(handle) == search_memory(index, "the notes").hits[0].handle
             assert "the notes" in recall(index, handle).text
 
 
@@ -266,27 +417,41 @@ class TestReinforcement:
 
 class TestPressure:
     @staticmethod
-    def window_fitting(chars: int) -> int:
-        """A context window whose 20 % (in Pi's chars / 4 tokens) holds at most ``chars`` characters."""
-        return chars // 4 * 5
+    def window_fitting(tokens: int) -> int:
+        """A context window whose 20 % is ``tokens``."""
+        return tokens * 5
+
+    @staticmethod
+    def fading(work: Work, handles: list[str], **options: Any) -> list[tuple[str, ...]]:
+        """The stages of ``handles`` as the window shrinks, each distinct row once, roomiest first."""
+        rows: list[tuple[str, ...]] = []
+        for tokens in range(400, 0, -2):
+            shown = stages(work.cues(context_window=TestPressure.window_fitting(tokens), **options))
+            row = tuple(shown.get(h, "out") for h in handles)
+            if not rows or rows[-1] != row:
+                rows.append(row)
+        return rows
 
     def test_old_lines_fade_oldest_and_fastest_first_until_the_block_fits(self, work: Work) -> None:
-        """Above the reference size, old unprotected lines fade one stage at a time, fastest-fading first."""
+        """Above the reference size, old unprotected lines fade one stage at a time, fastest-fading first,
+        every success before any failure; new lines stay in full."""
         old_read = work.read("src/a.ts")
-        old_run = work.run("npm run build")
-        old_fail = work.run("npm test", "1 failed\n", error=True)
+        old_run = work.run("npm run build", "built in 2.1 s\nsee dist/ for the bundle\n")
+        old_fail = work.run("npm test", "FAIL src/a.test.ts > adds\n1 failed\n", error=True)
         work.compact()
         new = [work.run(f"echo new {i}") for i in range(3)]
         work.compact()
         roomy = work.cues()
-        read_line = next(line for line in roomy.lines if line.handle == old_read)
         assert {old_read: "brief", old_run: "full", old_fail: "full"}.items() <= stages(roomy).items()
-        # Dropping the read is not enough; cutting the build's outcome as well is.
-        window = self.window_fitting(len(roomy.text) - len(read_line.text) - 2)
-        shown = stages(work.cues(context_window=window))
-        assert old_read not in shown
-        assert ("brief", "full") == (shown[old_run], shown[old_fail])
-        assert all(shown[h] == "full" for h in new)
+        assert [
+            ("brief", "full", "full"),
+            ("out", "full", "full"),
+            ("out", "brief", "full"),
+            ("out", "out", "full"),
+            ("out", "out", "brief"),
+            ("out", "out", "out"),
+        ] == self.fading(work, [old_read, old_run, old_fail])
+        assert {("full",) * 3} == set(self.fading(work, new))
 
     def test_new_and_reinforced_lines_stay_full(self, work: Work) -> None:
         """However small the window, new lines and a just-recalled line are delivered in full."""
@@ -312,13 +477,16 @@ class TestPressure:
 
     def test_a_faded_line_stays_faded_when_the_pressure_is_gone(self, work: Work) -> None:
         """Pressure fades for good: a failure cut to brief does not come back in full once there is room."""
-        failure = work.run("npm test", "1 failed\n", error=True)
+        failure = work.run("npm test", "FAIL src/a.test.ts > adds\n1 failed\n", error=True)
         work.compact()
         for i in range(4):
             work.read(f"src/f{i}.ts")
         work.compact()
-        window = self.window_fitting(len(work.cues().text) - 1)
-        assert "brief" == stages(work.cues(context_window=window))[failure]
+        window = next(
+            self.window_fitting(tokens)
+            for tokens in range(work.cues().tokens, 0, -1)
+            if stages(work.cues(context_window=self.window_fitting(tokens))).get(failure) == "brief"
+        )
         work.compact()  # the reads are brief by age now: the block fits again
         squeezed = work.cues(context_window=window)
         assert squeezed.tokens <= squeezed.reference_tokens
@@ -336,10 +504,10 @@ class TestErrors:
 
 class TestHelpers:
     def test_elide_keeps_head_and_tail(self) -> None:
-        """Elision keeps about two thirds head, one third tail, within the limit."""
-        text = "a" * 50 + "b" * 50
+        """Elision keeps about two thirds head, one third tail, within the limit, cut between words."""
+        text = " ".join(["head"] * 10 + ["tail"] * 10)
         short = elide(text, 30)
-        assert (30, "a" * 18 + " … " + "b" * 9) == (len(short), short)
+        assert (26, "head head head … tail tail") == (len(short), short)
         assert "short" == elide("  short  ", 30)
 
     def test_thresholds(self) -> None:
@@ -356,9 +524,7 @@ class TestRealPi:
         assert (1, "5f4fc5bf") == (state.batch, state.compaction_id)
         (line,) = state.lines
         assert "bf7a808d" == line.entry_id
-        assert line.text.startswith(
-            "11-29 20:18 toolResult bash(echo tool-output-line && ls) → notes.txt [2 lines]"
-        )
+        assert "11-29 20:18 bash(echo tool-output-line && ls) → notes.txt [2 lines] #bf7a808d" == line.text
 
     def test_current_leaf_is_pis(self) -> None:
         """Without --leaf the branch is Pi's current one (the last entry): here a branch never compacted."""

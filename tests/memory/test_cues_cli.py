@@ -48,6 +48,7 @@ class TestCuesCommand:
             "age",
             "batch",
             "protected",
+            "count",
             "text",
         } == set(data["lines"][0])
 

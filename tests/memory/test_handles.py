@@ -51,7 +51,8 @@ class TestHandles:
             crafted(["s", "e", 0], prefix="m2"),
             "m1." + "9" * 5000,
             "m1.!!!",
-            "no-dot",
+            "no dot",
+            "#",
             "",
         ],
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pbot_watch.memory.cues import compute_cues
-from pbot_watch.memory.handles import make_handle
+from pbot_watch.memory.handles import make_handle, make_short_handle
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.models import CueState
 from tests.support.pi_sessions import PiSession
@@ -19,11 +19,13 @@ MIDNIGHT = datetime(2026, 11, 1, tzinfo=UTC)
 class Work:
     """A Pi session of tool work, written as Pi writes it; each method returns the event's handle."""
 
-    def __init__(self, path: Path, session: str = SESSION) -> None:
+    def __init__(self, path: Path, session: str = SESSION, cwd: str | None = None) -> None:
         self.path = path
         self.session = session
         # One entry a minute from midnight: the times docs/pi.md's example shows.
-        self.w = PiSession(session, file=path, start=MIDNIGHT, step=timedelta(minutes=1))
+        self.w = PiSession(
+            session, cwd=cwd or PiSession.cwd, file=path, start=MIDNIGHT, step=timedelta(minutes=1)
+        )
         self.n = 0
 
     def _id(self, prefix: str) -> str:
@@ -31,13 +33,15 @@ class Work:
         return f"{prefix}{self.n}"
 
     def tool(self, name: str, arguments: dict[str, Any], output: str, error: bool = False) -> str:
+        """The event's handle as the cues show it (the short form; ``long`` gives search's)."""
         call = self._id("call-")
         self.w.assistant(None, calls=[(call, name, arguments)], id=self._id("a"))
-        return make_handle(
-            self.session,
-            self.w.tool_result(output, call_id=call, name=name, error=error, id=self._id("t")),
-            0,
-        )
+        entry_id = self.w.tool_result(output, call_id=call, name=name, error=error, id=self._id("t"))
+        return make_short_handle(entry_id, 0, self.session)
+
+    def long(self, handle: str) -> str:
+        """The long form of a short handle of this session (what memory search hands out)."""
+        return make_handle(self.session, handle.removeprefix("#"), 0)
 
     def run(self, command: str, output: str = "ok\n", error: bool = False) -> str:
         return self.tool("bash", {"command": command}, output, error)
@@ -46,7 +50,11 @@ class Work:
         return self.tool("read", {"path": path}, text)
 
     def edit(self, path: str) -> str:
-        return self.tool("edit", {"path": path, "oldText": "a", "newText": "b"}, f"Edited {path}")
+        return self.tool(
+            "edit",
+            {"path": path, "edits": [{"oldText": "a", "newText": "b"}]},
+            f"Successfully replaced 1 block(s) in {path}.",
+        )
 
     def recall(self, handle: str) -> None:
         """The model calls recall_memory, as the MCP tool is named inside Pi."""
@@ -72,6 +80,7 @@ def cues_of(path: Path, **options: Any) -> CueState:
     reader = SessionReader()
     entries = reader.feed(path.read_bytes())
     assert reader.header is not None
+    options.setdefault("cwd", reader.header.workspace)
     return compute_cues(entries, session_id=reader.header.id, **options)
 
 
@@ -96,18 +105,27 @@ BUDGET_TS = "".join(f"{n:3d}  {line}\n" for n, line in enumerate(
      "  return amount < LIMIT + 1;", "}"], 1))  # fmt: skip
 
 
+BUDGET_CWD = "/home/dev/src/budget"
+
+
 def budget_session(path: Path) -> Work:
     """docs/pi.md's example: a budget fix over three compactions, with one recall in between."""
-    work = Work(path, session="019a2b3c-4d5e-7f60-8a1b-2c3d4e5f6a7b")
+    work = Work(path, session="019a2b3c-4d5e-7f60-8a1b-2c3d4e5f6a7b", cwd=BUDGET_CWD)
     work.ask("Fix the budget validation: amounts over the limit get through.")
-    work.read("src/budget.ts", BUDGET_TS)
-    work.run("npm test", VITEST_FAIL, error=True)
-    work.edit("src/budget.ts")
+    work.read(f"{BUDGET_CWD}/src/budget.ts", BUDGET_TS)
+    work.run(f"cd {BUDGET_CWD} && npm test", VITEST_FAIL + "\n\nCommand exited with code 1", error=True)
+    work.edit(f"{BUDGET_CWD}/src/budget.ts")
+    for _ in range(2):
+        work.run("npm run lint", "> budget@1.4.0 lint\n> eslint src\n\n(no problems)\n")
     passing = work.run("npm test", VITEST_PASS)
     kept = work.ask("Good. Now document the limit.")
     work.read("README.md", "# budget\n\nValidates amounts against a limit.\n")
     work.compact(kept=kept)  # batch 1: the budget work leaves the context
-    work.tool("write", {"path": "docs/limits.md", "content": "# Limits\n"}, "Wrote 9 bytes to docs/limits.md")
+    work.tool(
+        "write",
+        {"path": f"{BUDGET_CWD}/docs/limits.md", "content": "# Limits\n"},
+        f"Successfully wrote to {BUDGET_CWD}/docs/limits.md",
+    )
     kept = work.ask("Commit it.")
     work.compact(kept=kept)  # batch 2: the README read and the docs write leave
     work.recall(passing)  # the model checks the passing run before committing

@@ -1,0 +1,291 @@
+"""How a cue line reads: the call and the outcome of one tool event, in the fewest tokens. Pure.
+
+A cue line is paid for in every request after a compaction, so each part of it must say
+something the model can use:
+
+* **paths are relative to the session's cwd** (and the home folder is ``~``): in a long session
+  almost every call starts with the same absolute workspace path, which tells calls apart not
+  at all; a leading ``cd <cwd> &&`` goes for the same reason;
+* **a call that must be cut keeps what names it**: a path its last components (the basename
+  first), a command its verb and distinctive arguments, never a shared prefix;
+* **an outcome carries information**: a successful edit or write is ``✓``; a failure shows the
+  line that says what went wrong (a compiler's or linter's ``error`` line, a failed test, an
+  exit code), not a quoted code frame or a stack line; a line is cut between words, never
+  inside one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pbot_watch.history.jstext import collapse_whitespace
+
+CALL_CHARS = 60
+"""Longest shown argument of a call (``bash(...)``)."""
+OUTCOME_CHARS = 80
+"""Longest shown outcome line."""
+ERROR_CHARS = 110
+"""Longest shown error line: what went wrong is what a failure's line is for."""
+ELLIPSIS = "…"
+OK = "✓"
+FAILED = "✗"
+
+_HOME = re.compile(r"^(/home/[^/]+|/Users/[^/]+|/root)(?=/|$)")
+_SEPARATORS = frozenset({"&&", "||", ";", "|"})
+_NOISE = frozenset({"2>&1", ">/dev/null", "2>/dev/null", "&>/dev/null", "1>/dev/null"})
+_PAGER = frozenset({"tail", "head"})
+
+_CODE_FRAME = re.compile(r"^\s*(?:>\s*)?\d+\s*[|│]|^[\s^~|│]*\^[\s^~]*$|^\s+at\s|^\s*File \".*\", line \d+")
+"""A quoted source line (``> 12 | code``), a caret line, or a stack frame: context, not the error."""
+_ERROR_LINE = re.compile(
+    r"\berror(?:\[\w+\])?(?::|\s+TS\d+)|^\s*\d+:\d+\s+error\b|\b\w*(?:Error|Exception)\b:"
+    r"|^\s*(?:FAIL|FAILED|ERROR)\b|^\s*[✗×✕✖]\s|\bpanicked\b|^E\s+\S|\bAssertionError\b",
+    re.IGNORECASE,
+)
+"""What a compiler, linter, runtime or test runner prints where it says what went wrong."""
+ISSUE_LINE = re.compile(
+    r"\b(?:errors?|fail(?:s|ed|ure|ures|ing)?|exception|traceback|panic|fatal|assertion\w*)\b|[✗✖]",
+    re.IGNORECASE,
+)
+"""A line of a failed event that names a problem; counted as the event's issues."""
+_STATUS = re.compile(
+    r"^(?:Command exited with code (?P<code>-?\d+)|Command (?P<aborted>aborted)"
+    r"|Command timed out after (?P<timeout>\d+) seconds.*|Command terminated without an exit code)$"
+)
+"""The status line Pi's bash tool appends to a failed command's output."""
+_PI_NOTE = re.compile(r"^\[Showing (?:lines|last) .*\]$")
+"""Pi's note under a truncated output: not what the command said."""
+NO_OUTPUT = "(no output)"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a session ran: its cwd, and the home folder above it (for ``~``)."""
+
+    cwd: str | None
+
+    @property
+    def home(self) -> str | None:
+        found = _HOME.match(self.cwd or "")
+        return found[1] if found else None
+
+    def relative(self, text: str) -> str:
+        """``text`` with the cwd's paths relative to it and the home folder as ``~``."""
+        cwd = (self.cwd or "").rstrip("/")
+        if len(cwd) > 1 and cwd in text:
+            text = re.sub(
+                re.escape(cwd) + r"(?:/|(?=[\s'\"):;,]|$))", lambda m: "" if m[0].endswith("/") else ".", text
+            )
+        home = self.home
+        if home is not None and home in text:
+            text = re.sub(re.escape(home) + r"(?=/|[\s'\"):;,]|$)", "~", text)
+        return text
+
+
+def without_cd(command: str, place: Place) -> str:
+    """The command without a leading ``cd <cwd> &&`` (or ``;``): the session is there already."""
+    cwd = (place.cwd or "").rstrip("/")
+    if not cwd:
+        return command
+    pattern = (
+        r"^\s*cd\s+(?:"
+        + "|".join(re.escape(f"{q}{cwd}{s}{q}") for q in ("", '"', "'") for s in ("", "/"))
+        + r")\s*(?:&&|;)\s*"
+    )
+    return re.sub(pattern, "", command, count=1)
+
+
+def cut_words(text: str, limit: int) -> str:
+    """``text`` on one line; when longer than ``limit``, its head and tail cut between words.
+
+    About two thirds of the room go to the head, where a line says what happened. Only a first
+    word longer than all of it is cut (a path or hash with nothing else to show).
+    """
+    flat = collapse_whitespace(text).strip()
+    if len(flat) <= limit:
+        return flat
+    words = flat.split(" ")
+    room = limit - len(ELLIPSIS) - 2
+    head: list[str] = []
+    used = 0
+    for word in words:
+        cost = len(word) + (1 if head else 0)
+        if used + cost > room * 2 // 3:
+            break
+        head.append(word)
+        used += cost
+    if not head:
+        head, used = [words[0][: room * 2 // 3]], room * 2 // 3
+    tail: list[str] = []
+    for word in reversed(words[len(head) :]):
+        if used + len(word) + 1 > room:
+            break
+        tail.insert(0, word)
+        used += len(word) + 1
+    return " ".join([*head, ELLIPSIS, *tail])
+
+
+def short_path(path: str, limit: int = CALL_CHARS) -> str:
+    """A path cut from the left, keeping its basename and as many parents as fit."""
+    if len(path) <= limit:
+        return path
+    parts = path.rstrip("/").split("/")
+    kept = [parts.pop()]
+    while parts and len("/".join([parts[-1], *kept])) + 2 <= limit:
+        kept.insert(0, parts.pop())
+    shown = "/".join(kept)
+    return shown if len(shown) <= limit else ELLIPSIS + shown[-(limit - 1) :]
+
+
+def _is_path(word: str) -> bool:
+    return "/" in word and not word.startswith(("-", "http://", "https://"))
+
+
+def _without_noise(words: list[str]) -> list[str]:
+    """Redirections and a trailing ``| tail -n 20``: how the output was trimmed, not what ran."""
+    out = [word for word in words if word not in _NOISE]
+    for at in range(len(out) - 1, -1, -1):
+        if out[at] == "|" and at + 1 < len(out) and out[at + 1] in _PAGER:
+            tail = out[at + 2 :]
+            if all(w.startswith("-") or w.isdigit() for w in tail):
+                out = out[:at]
+    return out
+
+
+def cut_command(command: str, limit: int = CALL_CHARS) -> str:
+    """A command cut to ``limit``: the verb of each step and its distinctive arguments first."""
+    flat = collapse_whitespace(command).strip()
+    if len(flat) <= limit:
+        return flat
+    words = _without_noise(flat.split(" "))
+    words = [short_path(w, 30) if _is_path(w) and len(w) > 30 else w for w in words]
+    if len(" ".join(words)) <= limit:
+        return " ".join(words)
+    rank: list[int] = []
+    step_start = True
+    verb_words = 0
+    for word in words:
+        if word in _SEPARATORS:
+            rank.append(1)
+            step_start, verb_words = True, 0
+            continue
+        if step_start or (verb_words and verb_words < 3 and not word.startswith("-") and not _is_path(word)):
+            # The verb: the program and its subcommands (``npm run build``, ``git commit``).
+            rank.append(0)
+            verb_words += 1
+            step_start = False
+            continue
+        verb_words = 0
+        rank.append(3 if word.startswith("-") else 2)
+    keep = [False] * len(words)
+    room = limit
+    for level in range(4):
+        for at, word in enumerate(words):
+            if rank[at] == level and not keep[at]:
+                cost = len(word) + 1
+                if cost <= room:
+                    keep[at] = True
+                    room -= cost
+    if not any(keep):
+        return cut_words(flat, limit)
+    shown: list[str] = []
+    for at, word in enumerate(words):
+        if keep[at]:
+            shown.append(word)
+        elif not shown or shown[-1] != ELLIPSIS:
+            shown.append(ELLIPSIS)
+    while shown and shown[-1] in _SEPARATORS:
+        shown.pop()
+    return " ".join(shown)
+
+
+def filled_lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def error_line(lines: Iterable[str]) -> str | None:
+    """The line that says what went wrong: an error, failure or exception line; else any line
+    naming a problem; never a quoted code frame or stack frame.
+    """
+    candidates = [line for line in lines if _CODE_FRAME.search(line) is None]
+    for line in candidates:
+        if _ERROR_LINE.search(line):
+            return line
+    for line in candidates:
+        if ISSUE_LINE.search(line):
+            return line
+    return None
+
+
+def issue_count(lines: Iterable[str]) -> int:
+    return sum(1 for line in lines if _CODE_FRAME.search(line) is None and ISSUE_LINE.search(line))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mark: str
+    """``✗`` for a failure, ``✓`` for a success with nothing more to say, else ``→``."""
+    text: str
+    """What it said (empty for ``✓``)."""
+    size: str
+    """How much is behind it (``7 lines, 2 issues``; empty for ``✓``)."""
+    whole: bool = False
+    """The text is all the output said: the full line needs no size."""
+
+
+def _lines_word(count: int) -> str:
+    return f"{count} line" if count == 1 else f"{count} lines"
+
+
+def outcome(
+    tool: str, output: str, failed: bool, note: str = "", *, command: bool = False, place: Place
+) -> Outcome:
+    """The outcome of one tool event.
+
+    ``output`` is the result's text as recall numbers its lines; ``note`` is a status known
+    apart from it (a user's ``!command``: ``exit 2``). A failure shows its error line (else its
+    first line) after the exit status; a command that succeeded its last line (where test
+    runners, builds and git put their summary); an edit or write that succeeded ``✓``; any
+    other success its first line. Issues are counted for failures only.
+    """
+    count = output.count("\n") + (0 if output.endswith("\n") else 1)
+    lines = filled_lines(output)
+    said = [line for line in lines if _PI_NOTE.match(line.strip()) is None]
+    if command:
+        kept = []
+        for line in said:
+            status = _STATUS.match(line.strip())
+            if status is None:
+                kept.append(line)
+            elif status["code"] is not None:
+                note = f"exit {status['code']}"
+            elif status["aborted"] is not None:
+                note = "aborted"
+            elif status["timeout"] is not None:
+                note = f"timed out after {status['timeout']} s"
+            else:
+                note = "no exit code"
+        said = kept
+    if not failed and tool in ("edit", "write"):
+        return Outcome(OK, "", "")  # Pi's "Successfully replaced 1 block(s) in <path>." says no more
+    if not failed and command and (not said or said == [NO_OUTPUT]):
+        return Outcome(OK, "", "")
+    if failed:
+        first = error_line(said) or (said[0] if said else "")
+        issues = issue_count(said)
+    else:
+        first = (said[-1] if command else said[0]) if said else ""
+        issues = 0
+    first = cut_words(place.relative(first), ERROR_CHARS if failed else OUTCOME_CHARS)
+    text = f"{note}: {first}" if note and first else note or first
+    whole = (
+        count <= 1
+        and not note
+        and (not said or collapse_whitespace(place.relative(said[0])).strip() == first)
+    )
+    size = _lines_word(count) if lines else "empty"
+    if issues:
+        size += ", 1 issue" if issues == 1 else f", {issues} issues"
+    return Outcome(FAILED if failed else "→", text, size, whole)
