@@ -41,6 +41,33 @@ NON_SETTING_ENV = frozenset({CONFIG_ENV, DEFAULT_DSN_ENV})
 SourceKind = Literal["default", "file", "env", "flag"]
 
 
+class CueSettings(BaseModel):
+    """The ``[cues]`` table: the memory cue block Pi requests carry after a compaction.
+
+    The block is paid for in every request, so its owner decides what it may cost: nothing
+    (``enabled = false``), at most ``max_tokens``, or at most ``max_percent`` of the model's
+    context window (the smaller, when both are set). Without a cap, pi-echo's reference (20 %
+    of the window, which new lines may exceed) is the only limit.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    enabled: bool = Field(True, description="add the memory cue block to Pi's requests after a compaction")
+    max_tokens: int | None = Field(None, ge=0, description="cap on the block, in tokens")
+    max_percent: float | None = Field(
+        None, gt=0, le=100, description="cap on the block, in % of the model's context window"
+    )
+
+    def cap(self, context_window: int) -> int | None:
+        """The block's cap in tokens for a model with this window (``None``: no cap); 0 when disabled."""
+        if not self.enabled:
+            return 0
+        caps = [self.max_tokens] if self.max_tokens is not None else []
+        if self.max_percent is not None:
+            caps.append(int(context_window * self.max_percent / 100))
+        return min(caps) if caps else None
+
+
 class Settings(BaseModel):
     """Every setting of pbot-watch, validated; unknown keys are errors (a typo must not pass silently)."""
 
@@ -94,6 +121,10 @@ class Settings(BaseModel):
     team: TeamSettings = Field(
         default_factory=lambda: TeamSettings.model_validate({}), description="the team index ([team] table)"
     )
+    cues: CueSettings = Field(
+        default_factory=lambda: CueSettings.model_validate({}),
+        description="memory cues in Pi requests ([cues] table; the smaller cap wins)",
+    )
 
     log_format: Literal["auto", "json", "console"] = Field(
         "auto",
@@ -111,7 +142,7 @@ class Settings(BaseModel):
 
 PATH_KEYS = frozenset({"sessions", "archive", "state_dir", "env_file"})
 PATH_LIST_KEYS = frozenset({"sessions"})
-TABLE_KEYS = frozenset({"team"})  # TOML tables: set in the file only, and shown as sections
+TABLE_KEYS = frozenset({"team", "cues"})  # TOML tables: set in the file only, and shown as sections
 
 
 class SettingsError(Exception):
@@ -186,6 +217,9 @@ def _read_file(path: Path) -> dict[str, Any]:
         name = key.replace("-", "_")
         if name in data:
             raise SettingsError(f"{key} ({path}): given twice, as {name} and {key}")
+        if name in TABLE_KEYS and isinstance(value, dict):
+            data[name] = {k.replace("-", "_"): v for k, v in value.items()}
+            continue
         data[name] = _anchor(name, value, path.parent)
     return data
 
@@ -223,6 +257,16 @@ def _describe(error: ValidationError, origins: dict[str, Origin]) -> str:
     for item in error.errors():
         key = str(item["loc"][0]) if item["loc"] else "?"
         place = origins.get(key, Origin("default")).where or "default"
+        if item["type"] == "extra_forbidden" and len(item["loc"]) == 2 and key in TABLE_KEYS:
+            sub = str(item["loc"][1])
+            table = Settings.model_fields[key].annotation
+            fields = (
+                list(table.model_fields) if isinstance(table, type) and issubclass(table, BaseModel) else []
+            )
+            close = difflib.get_close_matches(sub, fields, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            lines.append(f"{key}.{sub} ({place}): unknown setting of [{key}]{hint}")
+            continue
         if item["type"] == "extra_forbidden":
             lines.append(f"{key} ({place}): unknown setting{_suggest(key)}")
             continue

@@ -295,3 +295,36 @@ class TestConfigCommand:
             isolated_home / "config" / "pbot-watch" / "config.toml"
         )
         assert invoke("config", "--template").stdout == template()
+
+
+class TestCues:
+    def test_cues_table_from_the_file(self, isolated_home: Path) -> None:
+        """[cues] is a table of the config file; its keys may be spelled with dashes."""
+        write_config(isolated_home, "[cues]\nmax-tokens = 4000\nmax_percent = 5\nenabled = false\n")
+        resolved = resolve_settings()
+        cues = resolved.settings.cues
+        assert (False, 4000, 5.0) == (cues.enabled, cues.max_tokens, cues.max_percent)
+        assert "file" == resolved.origin("cues").kind
+
+    def test_the_smaller_cap_wins_and_disabled_is_no_room(self) -> None:
+        """A cap in tokens and one in % of the window: the smaller applies; disabled leaves 0."""
+        cues = Settings.model_validate({"cues": {"max_tokens": 4000, "max_percent": 2}}).cues
+        assert (2560, 4000, None, 0) == (
+            cues.cap(128_000),
+            cues.cap(1_000_000),
+            Settings().cues.cap(128_000),
+            Settings.model_validate({"cues": {"enabled": False}}).cues.cap(128_000),
+        )
+
+    def test_a_typo_in_the_table_is_an_error(self, isolated_home: Path) -> None:
+        """An unknown key of [cues] is named with the file, as any other mistake."""
+        write_config(isolated_home, "[cues]\nmax_token = 4000\n")
+        with pytest.raises(SettingsError, match="max_token"):
+            resolve_settings()
+
+    def test_config_shows_the_cues(self, isolated_home: Path) -> None:
+        """`pbot-watch config` lists the [cues] table in effect and where it came from."""
+        write_config(isolated_home, "[cues]\nmax_tokens = 3000\n")
+        line = next(x for x in invoke("config").stdout.splitlines() if x.startswith("cues "))
+        assert '"max_tokens": 3000' in line
+        assert "# file " in line

@@ -35,11 +35,20 @@ from pbot_watch.search.models import CueState
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the cue state as JSON (see docs/pi.md).")
 def cues_command(session_file: Path, leaf: str | None, context_window: int, as_json: bool) -> None:
-    """The memory cues of a session branch after its latest compaction (none before the first)."""
+    """The memory cues of a session branch after its latest compaction (none before the first).
+
+    The [cues] settings of the config apply, as the Pi extension applies them.
+    """
     from datetime import datetime  # noqa: PLC0415
 
+    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
     from pbot_watch.memory.cues import compute_cues  # noqa: PLC0415
     from pbot_watch.sources import read_session_file  # noqa: PLC0415
+
+    try:
+        cap = load_settings().cues.cap(context_window)  # as the Pi extension's child applies it
+    except SettingsError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
 
     if not session_file.is_file():
         raise CommandError(f"{session_file}: not a session file", EXIT_USAGE)
@@ -59,6 +68,7 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
             context_window=context_window,
             tz=local,
             cwd=header.workspace,
+            max_tokens=cap,
         )
     emit(state, as_json, render_cues)
 
@@ -68,5 +78,7 @@ def render_cues(state: CueState) -> None:
         click.echo(state.text)
     elif state.batch == 0:
         click.echo("no cues: no compaction on this branch")
+    elif state.max_tokens == 0:
+        click.echo("no cues: [cues] in the config disables them")
     else:
         click.echo(f"no cues: nothing of the tool work left at {state.batch} compaction(s) is still cued")

@@ -97,6 +97,8 @@ class Child:
 
         path = Path(params.sessionFile)
         window = params.contextWindow or DEFAULT_CONTEXT_WINDOW
+        if not self.settings.cues.enabled:
+            return CuesReply(block=None, batch=0, compactionId=None)  # [cues] enabled = false
         key = (str(path), file_stamp(path), params.leaf, window)
         cached = self._cues.get(key)
         if cached is not None:
@@ -114,6 +116,7 @@ class Child:
             context_window=window,
             tz=_local_zone(),
             cwd=header.workspace,
+            max_tokens=self.settings.cues.cap(window),
         )
         reply = CuesReply(block=state.text or None, batch=state.batch, compactionId=state.compaction_id)
         if key[1] is not None:

@@ -362,7 +362,7 @@ class TestCues:
     def test_reads_fade_first(self, transcript: Transcript) -> None:
         """One batch later, the read of an unchanged file is down to its call and size."""
         line = line_for(cue_lines(transcript.after_compactions[1]), "read(plan.txt)")
-        assert "read(plan.txt) → The plan: ship on Friday. #" in line  # as short as its brief form
+        assert "read(plan.txt) [1 line] #" in line
 
     def test_reinforced_line_is_in_full(self, transcript: Transcript) -> None:
         """The recalled read(other.txt), which would have faded like the plan's, is in full again."""

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pbot_watch.memory.cue_tokens import count_tokens
 from pbot_watch.memory.cues import (
     FULL_BELOW,
     OUT_AT,
@@ -18,6 +19,7 @@ from pbot_watch.memory.cues import (
     UnknownLeaf,
     compute_cues,
     elide,
+    estimate_tokens,
 )
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import refresh_memory
@@ -492,6 +494,57 @@ class TestPressure:
         assert squeezed.tokens <= squeezed.reference_tokens
         assert "brief" == stages(squeezed)[failure]
         assert "full" == stages(work.cues())[failure]  # by age alone it would still be full
+
+
+class TestCap:
+    @staticmethod
+    def busy(work: Work) -> tuple[list[str], list[str]]:
+        """Two batches of edits, reads and test runs; the failures and the successes, by handle."""
+        failures, successes = [], []
+        for batch in range(2):
+            for i in range(6):
+                successes.append(work.edit(f"src/mod{batch}{i}.ts"))
+                successes.append(work.read(f"src/mod{batch}{i}.ts", "".join(f"line {n}\n" for n in range(9))))
+                failures.append(
+                    work.run(
+                        f"npm test -- mod{batch}{i}",
+                        f"FAIL src/mod{batch}{i}.test.ts > adds\nAssertionError: expected {i} to be 0\n1 failed\n",
+                        error=True,
+                    )
+                )
+            work.compact()
+        return failures, successes
+
+    def test_the_cap_holds_and_failures_outlast_successes(self, work: Work) -> None:
+        """Under the user's cap the block fits, new lines included; every success fades before any failure."""
+        failures, successes = self.busy(work)
+        free = work.cues()
+        assert {"full"} == {stages(free)[h] for h in failures}
+        only_failures_seen = False
+        for cap in range(free.tokens, 0, -7):
+            state = work.cues(max_tokens=cap)
+            shown = stages(state)
+            assert (True, cap) == (state.tokens <= cap, state.max_tokens)
+            if any(shown.get(h) != "full" for h in failures):
+                # A failure fades only once no success is left, in full or brief.
+                assert not [h for h in successes if h in shown], (cap, shown)
+            only_failures_seen |= {"full"} == {shown.get(h) for h in failures} and not set(successes) & set(
+                shown
+            )
+        assert only_failures_seen
+
+    def test_a_cap_below_the_header_gives_no_block(self, work: Work) -> None:
+        """A cap with no room for the header: no block, rather than one over the cap."""
+        self.busy(work)
+        state = work.cues(max_tokens=10)
+        assert ("", [], 0) == (state.text, state.lines, state.tokens)
+
+    def test_tokens_are_counted_and_pi_estimate_reported(self, work: Work) -> None:
+        """The block's tokens are the tokenizer's; Pi's characters / 4 is reported beside them."""
+        self.busy(work)
+        state = work.cues()
+        assert state.pi_tokens == estimate_tokens(state.text)
+        assert state.tokens == count_tokens([state.text])[0]
 
 
 class TestErrors:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -234,6 +235,24 @@ class TestCues:
         reply = child.ask("cues", {"sessionFile": str(path), "contextWindow": 32000})["result"]
         assert printed.stdout.rstrip("\n") == reply["block"]
         assert 3 == reply["batch"]
+
+    def test_the_cues_table_caps_or_disables_the_block(self, isolated_home: Path, tmp_path: Path) -> None:
+        """[cues] max_tokens caps the block (as `pbot-watch cues` shows it); enabled = false gives none."""
+        path = tmp_path / "budget.jsonl"
+        budget_session(path)
+        config = isolated_home / "config" / "pbot-watch" / "config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text("[cues]\nmax_tokens = 120\n")
+        printed = invoke("cues", "--session", str(path), "--json")
+        capped = json.loads(printed.stdout)
+        assert (120, True) == (capped["maxTokens"], 0 < capped["tokens"] <= 120)
+        with ServeChild() as running:
+            reply = running.ask("cues", {"sessionFile": str(path)})["result"]
+        assert capped["text"] == reply["block"]
+        config.write_text("[cues]\nenabled = false\n")
+        with ServeChild() as running:
+            assert running.ask("cues", {"sessionFile": str(path)})["result"]["block"] is None
+        assert "disables them" in invoke("cues", "--session", str(path)).stdout
 
     def test_no_compaction_no_block(self, child: ServeChild, tmp_path: Path) -> None:
         """A branch that was never compacted has no block (null), batch 0."""
