@@ -293,6 +293,8 @@ def _entry_sources(
                     calls[call_id] = block
                 if isinstance(call_id, str) and call_id in answered:
                     continue  # delivered with its result
+                if own_tool(block.get("name")):
+                    continue  # the model looking at memory (and the search in flight): no source
                 b = _Builder()
                 b.section("call", _call_text(block))
                 name = block.get("name") if isinstance(block.get("name"), str) else "tool"
@@ -304,6 +306,8 @@ def _entry_sources(
             call_id = message.get("toolCallId")
             call = calls.get(call_id) if isinstance(call_id, str) else None
             name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
+            if own_tool(name) or (call is not None and own_tool(call.get("name"))):
+                return sources  # what memory search or recall returned is memory already
             result = content_text(content)
             b = _Builder()
             if call is not None:

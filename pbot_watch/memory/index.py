@@ -37,8 +37,9 @@ from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 4
-"""Bump when a memory table or its tokenisation changes: raw memory is then rebuilt, never migrated."""
+MEMORY_SCHEMA_VERSION = 5
+"""Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
+then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""

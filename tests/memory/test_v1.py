@@ -233,4 +233,4 @@ class TestOneRuleForLabelsAndCues:
             index.close()
         state = compute_cues(entries_of(path.read_bytes()), session_id=SESSION)
         assert "historical" == hit.context
-        assert [hit.handle] == [line.handle for line in state.lines]
+        assert [hit.entry_id] == [line.entry_id for line in state.lines]  # the cue shows the short form
