@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from pbot_watch.service.hooks import IdleWorker
+from pbot_watch.summarize.base import describe_error
 
 log = structlog.get_logger("pbot_watch.service")
 
@@ -69,10 +70,12 @@ class IdleClock:
         try:
             self.worker.run(cancel)
         except Exception as error:  # the worker's failure is reported, the service goes on
-            self.last_error = f"{self.worker.name}: {error!r}"
-            log.exception("idle_worker_failed", worker=self.worker.name)
+            # One bounded line: an exception's repr can hold megabytes (a model's whole answer).
+            described = describe_error(error)
+            self.last_error = f"{self.worker.name}: {described}"
+            log.exception("idle_worker_failed", worker=self.worker.name, error=described)
             if self.on_error is not None:
-                self.on_error(f"idle worker {self.worker.name} failed: {error!r}")
+                self.on_error(f"idle worker {self.worker.name} failed: {described}")
 
     def stop(self, timeout: float) -> bool:
         """Cancel and wait up to ``timeout``; ``False`` if the worker did not return in time."""

@@ -10,6 +10,7 @@ second model call. Nothing here does I/O.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,16 @@ from pbot_watch.history.jstext import utf16_len
 KEY_ALGORITHM = "sha256"
 UNFINISHED_MARK = "；未完成"
 PART_SEPARATOR = "\n\n"
+# The longest answer taken as a summary, in UTF-16 units. A model asked for at most 2,048
+# output tokens writes well under this; one that ignores ``max_tokens`` (a 3,000,000-character
+# answer was seen) would grow the record by megabytes and make the next level's input as large.
+MAX_SUMMARY_UNITS = 16_000
+# Usage figures a provider reports are clamped to this range per call: a negative count would
+# lower the day's total below its cap, and one past SQLite's 64-bit integers could not be stored.
+MAX_TOKENS_PER_CALL = 10_000_000
+MAX_COST_PER_CALL_USD = 1_000.0
+# Error texts kept in status, logs and the failure table: a message can quote a whole answer.
+ERROR_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,12 @@ class EmptySummary(SummaryFailed):
 
 class NotShorter(SummaryFailed):
     """Summarizing an over-long input in parts did not make it shorter; merging would never end."""
+
+
+class BadAnswer(SummaryFailed):
+    """The model answered with something that cannot be a summary: not well-formed text, longer
+    than ``MAX_SUMMARY_UNITS`` or than its input. Counted and retried later, like any failure.
+    """
 
 
 class ModelRefused(SummaryFailed):
@@ -173,16 +190,74 @@ def budget_for_context(context_tokens: int | None, default_context: int = 8192) 
     return max(2000, min(24000, window // 2))
 
 
-def describe_error(error: BaseException, limit: int = 300) -> str:
+def check_answer(answer: str, source: str | None = None, limit: int = MAX_SUMMARY_UNITS) -> str:
+    r"""The answer, stripped, if it can stand for ``source`` as its summary; else ``SummaryFailed``.
+
+    Well-formed text (no lone surrogate: JSON lets a model send ``"\ud800"``, and neither SQLite
+    nor a record file could hold it), not empty, at most ``limit`` units and shorter than the
+    input it summarizes (an answer that is not shorter would make every level above it grow).
+    Without ``source`` (one part of an input cut in parts, whose shrinking ``summarize_in_parts``
+    checks as a whole) the length is checked against ``limit`` only.
+    """
+    text = answer.strip()
+    if not text:
+        raise EmptySummary("the model returned an empty summary")
+    units = utf16_len(text)
+    if units > limit:
+        raise BadAnswer(f"the model's answer has {units} UTF-16 units, more than a summary's {limit}")
+    source_units = utf16_len(source) if source is not None else units + 1
+    if units >= source_units:
+        raise BadAnswer(
+            f"the model's answer ({units} units) is not shorter than its input ({source_units} units)"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BadAnswer(
+            f"the model's answer is not well-formed text: a lone surrogate U+{ord(text[error.start]):04X}"
+            f" at character {error.start}"
+        ) from None
+    return text
+
+
+def usage_count(value: object) -> int:
+    """A token count a provider reported, as an int in ``0..MAX_TOKENS_PER_CALL`` (0 when not a number)."""
+    if not isinstance(value, (int, float, str)):
+        return 0
+    try:
+        count = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return min(max(count, 0), MAX_TOKENS_PER_CALL)
+
+
+def usage_cost(value: object) -> float:
+    """A cost in USD, as a float in ``0..MAX_COST_PER_CALL_USD`` (0 when not a finite number)."""
+    if not isinstance(value, (int, float, str)):
+        return 0.0
+    try:
+        cost = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    if math.isnan(cost):
+        return 0.0
+    return min(max(cost, 0.0), MAX_COST_PER_CALL_USD)
+
+
+def bounded(text: str, limit: int = ERROR_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (with an ellipsis): status and logs never hold a whole answer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_error(error: BaseException, limit: int = ERROR_CHARS) -> str:
     """One line for status and logs: the error's class and message, no traceback.
 
     litellm repeats itself ("litellm.AuthenticationError: AuthenticationError: OpenAIException
     - ..."), so a message that already starts with the class name is not prefixed again.
     """
     name = type(error).__name__
-    message = " ".join(str(error).split())
+    message = " ".join(str(error)[: limit * 4].split())  # a message may quote megabytes
     for prefix in (f"litellm.{name}: ", f"{name}: "):
         message = message.removeprefix(prefix)
-    if len(message) > limit:
-        message = message[: limit - 1] + "…"
+    message = bounded(message, limit)
     return f"{name}: {message}" if message else name

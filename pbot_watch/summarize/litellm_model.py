@@ -14,11 +14,15 @@ outlive their loop.
 Retries: transient failures (timeouts, 429, 5xx, connection errors) are retried here with
 tenacity, with backoff; litellm's and the OpenAI SDK's own hidden retries are turned off
 (``num_retries=0``, ``max_retries=0``) so every attempt is counted and cancellable. Auth and
-bad-request errors fail at once. An empty answer, or one cut by the output limit, is rejected.
+bad-request errors fail at once. Every attempt counts against the caps, whatever became of it
+(see ``_count_failed``). An answer that cannot be a summary (``check_answer``: empty, not
+well-formed text, too long, not shorter than its input), or one cut by the output limit, is
+rejected.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import concurrent.futures
 import os
@@ -33,13 +37,15 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from pbot_watch.summarize.base import (
     Cancelled,
-    EmptySummary,
     ModelRefused,
     Summary,
     SummaryFailed,
     budget_for_context,
+    check_answer,
     describe_error,
     summarize_in_parts,
+    usage_cost,
+    usage_count,
 )
 from pbot_watch.summarize.prompts import Prompt, load_prompt
 
@@ -52,6 +58,8 @@ ATTEMPTS = 4
 RETRY_WAIT_SECONDS = 2.0
 RETRY_WAIT_MAX_SECONDS = 60.0
 CANCEL_POLL_SECONDS = 0.02
+# Pi's estimate of a text's tokens, used for a request that may be billed but reported no usage.
+CHARS_PER_TOKEN = 4
 
 T = TypeVar("T")
 
@@ -234,39 +242,59 @@ class LitellmSummarizer:
             with attempt:
                 if self.meter is not None:
                     self.meter.before_call()
-                response = await module.acompletion(
-                    model=self.model,
-                    messages=[
-                        {"role": "system", "content": self._prompt.text},
-                        {"role": "user", "content": content},
-                    ],
-                    api_base=self.api_base,
-                    timeout=self.request_timeout,
-                    max_tokens=self.max_output_tokens,
-                    num_retries=0,
-                    max_retries=0,
-                    drop_params=True,
-                )
+                messages = [
+                    {"role": "system", "content": self._prompt.text},
+                    {"role": "user", "content": content},
+                ]
+                try:
+                    response = await module.acompletion(
+                        model=self.model,
+                        messages=messages,
+                        api_base=self.api_base,
+                        timeout=self.request_timeout,
+                        max_tokens=self.max_output_tokens,
+                        num_retries=0,
+                        max_retries=0,
+                        drop_params=True,
+                    )
+                except BaseException as error:
+                    self._count_failed(module, error, messages)
+                    raise
                 return self._read(module, response)
         raise SummaryFailed("no attempt made")  # pragma: no cover - tenacity always attempts once
 
+    def _count_failed(self, module: ModuleType, error: BaseException, messages: list[dict[str, str]]) -> None:
+        """Count an attempt that brought no answer: it still counts against the caps.
+
+        A request that timed out or was abandoned may have been processed (and billed) all the
+        same, so it counts with the tokens it sent (Pi's estimate, characters / 4); one the
+        server answered with an error counts as a call of no tokens.
+        """
+        if self.meter is None:
+            return
+        unanswered = isinstance(error, (module.Timeout, asyncio.CancelledError, TimeoutError))
+        sent = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN if unanswered else 0
+        self.meter.after_call(self.model, sent, 0, 0.0)
+
     def _read(self, module: ModuleType, response: ModelResponse) -> Summary:
         usage = getattr(response, "usage", None)
-        input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        input_tokens = usage_count(getattr(usage, "prompt_tokens", 0))
+        output_tokens = usage_count(getattr(usage, "completion_tokens", 0))
         try:
-            cost = float(module.completion_cost(completion_response=response) or 0.0)
+            cost = usage_cost(module.completion_cost(completion_response=response) or 0.0)
         except Exception:  # noqa: BLE001 - no price known for this model: cost unknown, counted as 0
             cost = 0.0
         model = str(getattr(response, "model", None) or self.model)
         if self.meter is not None:
             self.meter.after_call(self.model, input_tokens, output_tokens, cost)
-        choice = response.choices[0] if response.choices else None
-        text = (choice.message.content or "").strip() if choice is not None else ""
-        if not text:
-            raise EmptySummary("the model returned an empty summary")
+        choices = getattr(response, "choices", None) or []
+        choice = choices[0] if choices else None
+        message = getattr(choice, "message", None)
+        answer = getattr(message, "content", None)
         if choice is not None and choice.finish_reason == "length":
             raise SummaryFailed(f"the summary was cut at {self.max_output_tokens} output tokens")
+        # Against the whole node's input in the queue; here only what any answer must be.
+        text = check_answer(answer if isinstance(answer, str) else "")
         return Summary(text, model, input_tokens, output_tokens, calls=1, cost_usd=cost)
 
     def close(self) -> None:

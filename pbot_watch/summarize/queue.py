@@ -30,10 +30,13 @@ from pbot_watch.archive.files import ArchiveStore, read_record
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.summarize.base import (
     Cancelled,
+    EmptySummary,
     LimitReached,
     ModelRefused,
     Summarizer,
     SummaryFailed,
+    bounded,
+    check_answer,
     content_key,
     describe_error,
     node_input,
@@ -236,57 +239,66 @@ class SummaryQueue:
     ) -> Literal["done", "failed", "stop"]:
         summarizer = self.summarizer
         key = content_key(task.text, summarizer.id, summarizer.prompt_version)
-        cached = self.store.cached(key)
-        if cached is not None:
-            text, author = cached.text, cached.summarizer
-            report.from_cache += 1
-        else:
-            try:
-                summary = summarizer.summarize(task.text, cancel)
-            except Cancelled:
-                report.stop = "cancelled"
-                log.info("summary_cancelled", node=task.node_id)
-                return "stop"
-            except LimitReached as limit:
-                report.stop, report.reason = "limit", str(limit)
-                log.info("summary_limit_reached", reason=str(limit))
-                return "stop"
-            except Exception as error:  # noqa: BLE001 - any failure keeps the node pending, counted
-                message = (
-                    str(error)
-                    if isinstance(error, SummaryFailed) and error.__cause__
-                    else describe_error(error)
-                )
-                failure = self.store.record_failure(
-                    task.node_id, key, message, self.clock(), self.backoff_base
-                )
-                report.failed += 1
-                report.errors.append(f"{task.node_id}: {message}")
-                log.warning("summary_failed", node=task.node_id, errors=failure.errors, error=message)
-                if isinstance(error, ModelRefused):
-                    report.stop, report.reason = "refused", message
-                    return "stop"
-                return "failed"
-            text, author = summary.text.strip(), summarizer.id
-            report.calls += summary.calls
-            report.input_tokens += summary.input_tokens
-            report.output_tokens += summary.output_tokens
-            if not text:  # a summarizer must not return this; never let it make a node ready
-                self.store.record_failure(task.node_id, key, "empty summary", self.clock(), self.backoff_base)
-                report.failed += 1
-                return "failed"
-            if not summarizer.offline:
-                self.store.remember(
-                    key, author, summary.model, text, summary.input_tokens, summary.output_tokens
-                )
-        self.store.clear_failure(task.node_id)
-        if self.write(task, text, author):
+        try:
+            cached = self.store.cached(key)
+            if cached is not None:
+                text, author = cached.text, cached.summarizer
+                report.from_cache += 1
+            else:
+                text, author = self._ask(task, key, cancel, report), summarizer.id
+            self.store.clear_failure(task.node_id)
+            written = self.write(task, text, author)
+        except Cancelled:
+            report.stop = "cancelled"
+            log.info("summary_cancelled", node=task.node_id)
+            return "stop"
+        except LimitReached as limit:
+            report.stop, report.reason = "limit", str(limit)
+            log.info("summary_limit_reached", reason=str(limit))
+            return "stop"
+        except Exception as error:  # noqa: BLE001 - any failure keeps the node pending, counted
+            # The answer, its storing or the record's writing: whatever failed, this node waits
+            # (with back-off) and the others go on.
+            return self._failed(task, key, error, report)
+        if written:
             report.summarized += 1
             log.debug("summary_written", node=task.node_id, level=task.level, summarizer=author)
         else:
             report.dropped += 1
             log.debug("summary_dropped", node=task.node_id, reason="record changed")
         return "done"
+
+    def _ask(self, task: Task, key: str, cancel: threading.Event, report: RunReport) -> str:
+        """The summarizer's answer for ``task``, checked (and cached when a model paid for it)."""
+        summarizer = self.summarizer
+        summary = summarizer.summarize(task.text, cancel)
+        report.calls += summary.calls
+        report.input_tokens += summary.input_tokens
+        report.output_tokens += summary.output_tokens
+        if summarizer.offline:
+            text = summary.text.strip()
+            if not text:  # a summarizer must not return this; never let it make a node ready
+                raise EmptySummary("empty summary")
+            return text
+        # Checked before it is stored: a bad answer is paid for, but never cached nor written.
+        text = check_answer(summary.text, task.text)
+        self.store.remember(
+            key, summarizer.id, summary.model, text, summary.input_tokens, summary.output_tokens
+        )
+        return text
+
+    def _failed(self, task: Task, key: str, error: Exception, report: RunReport) -> Literal["failed", "stop"]:
+        message = bounded(
+            str(error) if isinstance(error, SummaryFailed) and error.__cause__ else describe_error(error)
+        )
+        failure = self.store.record_failure(task.node_id, key, message, self.clock(), self.backoff_base)
+        report.failed += 1
+        report.errors.append(f"{task.node_id}: {message}")
+        log.warning("summary_failed", node=task.node_id, errors=failure.errors, error=message)
+        if isinstance(error, ModelRefused):
+            report.stop, report.reason = "refused", message
+            return "stop"
+        return "failed"
 
     def write(self, task: Task, text: str, author: str) -> bool:
         """Put ``text`` on the node if the record still holds it with the same input; else ``False``.

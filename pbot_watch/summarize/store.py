@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 
 from pbot_watch.sqlite import Migrations, connect, execute_script, is_corrupt, is_intact, migrate, set_aside
-from pbot_watch.summarize.base import LimitReached
+from pbot_watch.summarize.base import LimitReached, usage_cost, usage_count
 
 log = structlog.get_logger("pbot_watch.summarize")
 
@@ -295,5 +295,8 @@ class Meter:
             raise LimitReached(reason)
 
     def after_call(self, model: str, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+        """Count one request, answered or not; the figures are clamped (see ``usage_count``)."""
         self.calls_this_period += 1
-        self.store.add_usage(model, input_tokens, output_tokens, cost_usd, self.clock())
+        self.store.add_usage(
+            model, usage_count(input_tokens), usage_count(output_tokens), usage_cost(cost_usd), self.clock()
+        )

@@ -192,6 +192,9 @@ class SummaryWorker:
                     self._finish(report)
                     return report
             report = queue.run(cancel, max_nodes, progress)
+            if not summarizer.offline:
+                # Every request the model got, failed ones included: what the caps counted.
+                report.calls = max(report.calls, meter.calls_this_period)
             self._finish(report)
             return report
 

@@ -14,8 +14,8 @@ body) and the requests whose client went away before the answer was complete (``
 Behaviours (``Reply`` constructors): ``answer(text)`` (optionally ``tool_calls=[ToolCall(...)]``,
 ``finish_reason``, ``usage``), ``empty()``, ``error(status, message)`` and its shortcuts
 ``rate_limited()`` (429), ``server_error()`` (500), ``unauthorized()`` (401), ``bad_request()``
-(400); ``hang()`` (never answers until the client disconnects or the server stops) and any
-reply with ``delay=`` seconds before it is sent. While a reply waits, the server watches the
+(400); ``not_json()`` (a 200 whose body is no JSON); ``hang()`` (never answers until the client
+disconnects or the server stops) and any reply with ``delay=`` seconds before it is sent. While a reply waits, the server watches the
 socket, so a client that disconnects is seen at once and logged in ``disconnects``.
 
 Usage: by default ``prompt_tokens`` is the number of characters of all message contents divided
@@ -63,6 +63,7 @@ class Reply:
     error_type: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     model: str | None = None
+    raw: bytes | None = None
 
     @classmethod
     def answer(
@@ -115,6 +116,11 @@ class Reply:
     @classmethod
     def bad_request(cls, message: str = "Invalid request") -> Reply:
         return cls.error(400, message, kind="invalid_request_error")
+
+    @classmethod
+    def not_json(cls, body: bytes = b"<html>502 Bad Gateway</html>") -> Reply:
+        """A 200 whose body is not JSON (a proxy's error page): the client cannot read an answer."""
+        return cls(raw=body)
 
     @classmethod
     def hanging(cls) -> Reply:
@@ -301,7 +307,9 @@ class OpenAIServer:
         if not self._wait(http, request, math.inf if reply.hang else reply.delay):
             return
         try:
-            if reply.status != 200:
+            if reply.raw is not None:
+                self._send_raw(http, reply.raw)
+            elif reply.status != 200:
                 payload = {
                     "error": {
                         "message": reply.error_message,
@@ -415,6 +423,15 @@ class OpenAIServer:
             final: dict[str, Any] = {**base, "choices": [], "usage": self._usage(body, reply, text)}
             http.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
         http.wfile.write(b"data: [DONE]\n\n")
+        http.wfile.flush()
+
+    @staticmethod
+    def _send_raw(http: BaseHTTPRequestHandler, data: bytes) -> None:
+        http.send_response(200)
+        http.send_header("Content-Type", "application/json")
+        http.send_header("Content-Length", str(len(data)))
+        http.end_headers()
+        http.wfile.write(data)
         http.wfile.flush()
 
     @staticmethod
