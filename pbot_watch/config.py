@@ -112,6 +112,10 @@ class Settings(BaseModel):
     summary_retry_seconds: float = Field(
         60, gt=0, description="first wait before retrying a failed summary (doubles)"
     )
+    summarize_foreign: bool = Field(
+        False,
+        description="also summarize records with no session file on this machine (copied in, shipped by a repository)",
+    )
 
     machine: str = Field(
         default_factory=default_machine,

@@ -59,12 +59,19 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
 @click.option(
     "--limit", type=click.IntRange(min=0), default=None, help="Summarize at most N nodes, then stop."
 )
+@click.option(
+    "--foreign",
+    is_flag=True,
+    default=None,
+    help="Also summarize records with no session file on this machine (their text goes to your model).",
+)
 def summarize_command(
     sessions: tuple[Path, ...],
     archive: Path | None,
     model: str | None,
     api_base: str | None,
     limit: int | None,
+    foreign: bool | None,
 ) -> None:
     """Index every session, then summarize pending nodes now (lowest level first)."""
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415 - keep `pbot-watch --help` light
@@ -74,7 +81,13 @@ def summarize_command(
 
     try:
         settings = load_settings(
-            {"sessions": list(sessions), "archive": archive, "model": model, "api_base": api_base}
+            {
+                "sessions": list(sessions),
+                "archive": archive,
+                "model": model,
+                "api_base": api_base,
+                "summarize_foreign": foreign,
+            }
         )
     except SettingsError as error:
         raise CommandError(str(error)) from error
@@ -141,6 +154,8 @@ def _line(result: RunReport, status: dict[str, object]) -> str:
     ]
     if result.dropped:
         parts.append(f"{result.dropped} dropped (records changed)")
+    if status.get("foreign"):
+        parts.append(f"{status['foreign']} foreign records left alone (--foreign summarizes them)")
     stop = {"done": "nothing left to do", "cancelled": "interrupted", "max-nodes": "--limit reached"}.get(
         result.stop, result.reason or result.stop
     )

@@ -80,6 +80,7 @@ class Scan:
     failed: int = 0
     upgradable: int = 0
     records: int = 0
+    foreign: int = 0
 
 
 @dataclass
@@ -126,6 +127,9 @@ class SummaryQueue:
     # Records with nothing to do, by file identity: an idle period then costs a stat per record,
     # not a parse of the whole archive. Shared across runs by the worker.
     settled: dict[Path, FileStamp] = field(default_factory=dict)
+    # Whether a session's records may be summarized (it has a session file on this machine);
+    # ``None``: every record. A foreign record is left as it is, searchable.
+    local: Callable[[str], bool] | None = None
     last_scan: Scan | None = None
 
     # ---- finding work ---------------------------------------------------------------------
@@ -142,6 +146,10 @@ class SummaryQueue:
             if record is None:
                 continue
             scan.records += 1
+            if self.local is not None and not self.local(str(record.get("sessionId"))):
+                # Not settled: its session file may still arrive (a copy, a sync).
+                scan.foreign += 1
+                continue
             work_before = scan.pending + scan.upgradable
             lookup = {
                 n["id"]: n for n in record["nodes"] if isinstance(n, dict) and isinstance(n.get("id"), str)
@@ -194,6 +202,7 @@ class SummaryQueue:
             "backing_off": scan.backing_off,
             "upgradable": scan.upgradable,
             "records": scan.records,
+            "foreign": scan.foreign,
         }
 
     # ---- doing work -----------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.locations import workspace_folder
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.config import Settings
+from pbot_watch.pi.entries import SessionHeader
 from pbot_watch.summarize.base import Summarizer
 from pbot_watch.summarize.offline import OFFLINE_ID, OfflineSummarizer
 from pbot_watch.summarize.queue import Progress, RunReport, SummaryQueue
@@ -56,19 +57,23 @@ def make_summarizer(settings: Settings, meter: Meter | None) -> Summarizer:
     )
 
 
-def discover_folders(settings: Settings) -> list[Path]:
-    """Record folders of the workspaces named by the session headers under the session roots."""
-    if settings.archive is not None:
-        return [settings.archive]
+def session_headers(settings: Settings) -> Iterator[SessionHeader]:
+    """The header of every session file under the session roots (one short read each)."""
     from pbot_watch.sources import iter_session_files, known_header  # noqa: PLC0415
 
-    workspaces: set[str] = set()
     for root in settings.sessions:
         if root.is_dir():
             for path in iter_session_files(root):
                 header = known_header(path)
-                if header is not None and header.workspace is not None:
-                    workspaces.add(header.workspace)
+                if header is not None:
+                    yield header
+
+
+def discover_folders(settings: Settings) -> list[Path]:
+    """Record folders of the workspaces named by the session headers under the session roots."""
+    if settings.archive is not None:
+        return [settings.archive]
+    workspaces = {h.workspace for h in session_headers(settings) if h.workspace is not None}
     store = ArchiveStore(include=tuple(settings.include), exclude=tuple(settings.exclude))
     folders = []
     for workspace in sorted(workspaces):
@@ -114,6 +119,8 @@ class SummaryWorker:
     _folders_seen: set[str] = field(default_factory=set, repr=False)
     _discovered: bool = field(default=False, repr=False)
     _settled: dict[Path, FileStamp] = field(default_factory=dict, repr=False)
+    _local: set[str] | None = field(default=None, repr=False)
+    _local_fresh: bool = field(default=False, repr=False)
 
     @property
     def store(self) -> SummaryStore:
@@ -147,9 +154,25 @@ class SummaryWorker:
             folders.insert(0, self.settings.archive)
         return [f for f in dict.fromkeys(folders) if f.is_dir()]
 
-    def on_record(self, path: Path, session_id: str) -> None:  # noqa: ARG002 - RecordListener signature
+    def on_record(self, path: Path, session_id: str) -> None:
         """The service wrote a record: remember its folder (cheap when already known)."""
         self.remember_folders([path.parent])
+        if self._local is not None:
+            self._local.add(session_id)  # its session file is here: the service just read it
+
+    def is_local(self, session_id: str) -> bool:
+        """Whether ``session_id`` has a session file on this machine (its record may be summarized).
+
+        A record with none (copied into a workspace, shipped by a cloned repository, written on
+        another machine) is searchable like any other, but its text is not sent to the user's
+        model on the user's budget unless ``summarize_foreign`` asks for it. The session files
+        are looked at again at most once per run, when a record names a session not seen yet;
+        the service adds every session it writes a record of.
+        """
+        if self._local is None or (session_id not in self._local and not self._local_fresh):
+            self._local = {h.id for h in session_headers(self.settings)}
+            self._local_fresh = True
+        return session_id in self._local
 
     def remember_folders(self, folders: Iterable[Path]) -> None:
         new = [str(f) for f in folders if str(f) not in self._folders_seen]
@@ -173,6 +196,7 @@ class SummaryWorker:
     ) -> RunReport:
         """One idle period: summarize until done, cancelled or limited. Never raises for a node's failure."""
         with self._lock:
+            self._local_fresh = False  # a session file may have appeared since the last run
             summarizer, meter = self._summarizer()
             queue = SummaryQueue(
                 self.store,
@@ -183,6 +207,7 @@ class SummaryWorker:
                 backoff_base=self.settings.summary_retry_seconds,
                 records_lock=self.records_lock,
                 settled=self._settled,
+                local=None if self.settings.summarize_foreign else self.is_local,
             )
             if not summarizer.offline:
                 reason = meter.reason()
@@ -253,6 +278,7 @@ def summary_status(settings: Settings, store: SummaryStore | None = None) -> dic
         "waiting_for_children": None,
         "failed": 0,
         "upgradable": 0,
+        "foreign": 0,
         "calls_today": 0,
         "tokens_today": 0,
         "cost_today_usd": 0.0,
@@ -281,6 +307,7 @@ def summary_status(settings: Settings, store: SummaryStore | None = None) -> dic
             waiting_for_children=scan.get("waiting_for_children"),
             failed=scan.get("failed", len(failures)),
             upgradable=scan.get("upgradable", 0) if settings.model else 0,
+            foreign=scan.get("foreign", 0),
             calls_today=used.calls,
             tokens_today=used.tokens,
             cost_today_usd=round(used.cost_usd, 6),

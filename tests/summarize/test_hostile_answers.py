@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -21,6 +22,7 @@ from pbot_watch.summarize.base import MAX_TOKENS_PER_CALL
 from tests.support.archive import records
 from tests.support.cli import run
 from tests.support.openai_server import OpenAIServer, Reply, Request
+from tests.support.pi_sessions import PiSession
 from tests.support.summaries import MODEL, summaries
 
 pytestmark = pytest.mark.timeout(120)
@@ -168,3 +170,41 @@ class TestCapsCountEveryAttempt:
         assert "daily token limit reached" in result.stdout
         assert usage() == (1, MAX_TOKENS_PER_CALL + 5)
         assert len(server.chat_requests) == 1
+
+
+class TestForeignRecords:
+    """A record with no session file on this machine is not summarized on the user's budget."""
+
+    @pytest.fixture
+    def foreign(self, history: Path) -> Path:
+        """``history``'s archive also holds the record of a session whose file is elsewhere."""
+        elsewhere = history / "elsewhere"
+        pi = PiSession("s-foreign", "/w")
+        pi.exchanges(8)
+        pi.write(elsewhere / "sessions" / "--w--" / "foreign.jsonl")
+        done = run("index", "--sessions", str(elsewhere / "sessions"), "--archive", str(history / "archive"))
+        assert done.returncode == 0, done.stderr
+        shutil.rmtree(elsewhere)
+        return history
+
+    @pytest.mark.slow
+    def test_left_alone_unless_asked(self, foreign: Path, server: OpenAIServer) -> None:
+        server.default = Reply.answer("a good short summary")
+        result = summarize(foreign, server)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "2 summaries written" in result.stdout, result.stdout
+        assert "1 foreign records left alone (--foreign summarizes them)" in result.stdout
+        assert len(server.chat_requests) == 2
+        assert all(server.chat_requests[i].user_text.count("s-foreign") == 0 for i in range(2))
+        archive = records(foreign / "archive")
+        assert not any(n["ready"] for n in summaries(archive["s-foreign"]).values())
+        found = run(
+            "search", "(#3)", "--archive", str(foreign / "archive"), "--session", "s-foreign", "--json"
+        )
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["matches"], "a foreign record stays searchable"
+
+        asked = summarize(foreign, server, summarize_foreign="true")
+        assert asked.returncode == 0, asked.stderr[-2000:]
+        assert "2 summaries written" in asked.stdout, asked.stdout
+        assert all(n["ready"] for n in summaries(records(foreign / "archive")["s-foreign"]).values())
