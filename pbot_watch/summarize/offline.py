@@ -245,6 +245,21 @@ def _first_sentence(text: str, limit: int) -> str:
     return ""
 
 
+def _outcome(answer: str) -> str:
+    """The final answer, whole when it fits; else its first and its last sentences.
+
+    An answer says what it did and then the result ("I ran the suite. 3 tests fail in x.py"):
+    its first sentence alone would stop before the result.
+    """
+    flat = " ".join(answer.split())
+    if len(flat) <= MAX_OUTCOME_UNITS:
+        return flat
+    sentences = [piece for piece in _SENTENCE_END.split(answer.strip()) if piece.strip()]
+    first = _shorten(sentences[0], MAX_OUTCOME_UNITS // 2) if sentences else ""
+    last = _shorten(sentences[-1], MAX_OUTCOME_UNITS // 2) if len(sentences) > 1 else ""
+    return f"{first} … {last}" if last else _shorten(flat, MAX_OUTCOME_UNITS)
+
+
 def _split_exchange(text: str) -> tuple[str, str | None]:
     """(what the person wrote, the answer or ``None``) of an exchange's text."""
     if not text.startswith(USER_LABEL):
@@ -316,7 +331,7 @@ def summarize_exchanges(parts: list[Part], labels: Labels) -> str:
     last = parts[-1]
     _, last_answer = _split_exchange(last.text)
     if last.completed and last_answer:
-        outcome = _first_sentence(last_answer, MAX_OUTCOME_UNITS)
+        outcome = _outcome(last_answer)
     else:
         outcome = labels.unknown_outcome
     unfinished = sum(1 for part in parts if not part.completed)

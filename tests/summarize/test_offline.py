@@ -65,6 +65,20 @@ class TestExchanges:
         assert "结果：没有最终答复" in summary
         assert "未完成：2 段中有 1 段没有最终答复" in summary
 
+    def test_outcome_keeps_the_result(self) -> None:
+        """The final answer is kept whole, not cut after its first sentence; a long one keeps its end."""
+        short = [{**ENGLISH[1], "text": "用户：\nRun it.\n\n助手：\nI ran the suite.\n3 tests fail in x.py."}]
+        assert (
+            offline_summary(node_input(short)).splitlines()[-1]
+            == "Outcome: I ran the suite. 3 tests fail in x.py."
+        )
+        long = (
+            "I ran the suite. " + "Then I looked at the logs again. " * 20 + "Result: 3 tests fail in x.py."
+        )
+        text = f"用户：\nRun it.\n\n助手：\n{long}"
+        outcome = offline_summary(node_input([{**ENGLISH[1], "text": text}])).splitlines()[-1]
+        assert outcome == "Outcome: I ran the suite. … Result: 3 tests fail in x.py."
+
     def test_labels_do_not_decide_the_language(self) -> None:
         """pbot's Chinese speaker labels and unfinished mark do not make English input Chinese."""
         assert offline_summary(node_input(ENGLISH)).startswith("Asked:")
