@@ -135,6 +135,10 @@ class Settings(BaseModel):
         description="json: JSON lines; console: readable lines; auto: console on a terminal, else json",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="lowest level logged")
+    display_labels: Literal["auto", "pbot", "en", "zh"] = Field(
+        "auto",
+        description="role labels shown for 用户：/助手： ([display] labels): auto follows LANG/LC_*; en: User:/Assistant:",
+    )
 
     @field_validator("sessions", "archive", "state_dir", "env_file", mode="after")
     @classmethod
@@ -206,6 +210,20 @@ def _anchor(key: str, value: Any, base: Path) -> Any:
     return one(value)
 
 
+def _flat_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """``[display] labels = ...`` is the setting ``display_labels``.
+
+    The keys of a table that is no settings model of its own (``TABLE_KEYS``) take its name first.
+    """
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, dict) and key not in TABLE_KEYS:
+            out.update({f"{key}_{sub}": item for sub, item in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -216,7 +234,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         raise SettingsError(f"config file {path} is not valid TOML: {error}") from error
     data: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in _flat_tables(raw).items():
         # Flags are spelled with dashes, so accept ``debounce-seconds`` as well as ``debounce_seconds``.
         name = key.replace("-", "_")
         if name in data:

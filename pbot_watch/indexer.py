@@ -16,6 +16,7 @@ from typing import Literal
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
+from pbot_watch.display import plural
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.sources import SessionTail, WholeDigest, iter_session_files, read_header
@@ -182,9 +183,11 @@ class IndexReport:
     def line(self) -> str:
         legacy = "" if self.imported is None else f", {self.imported} imported from pbot's old history"
         return (
-            f"{self.sessions} sessions, {self.written} records written, {self.unchanged} unchanged, "
-            f"{self.skipped} skipped, {self.empty} without exchanges, {self.not_session} not sessions, "
-            f"{self.malformed} malformed lines{legacy} ({self.files} files, {self.bytes_read / 1e6:.1f} MB)"
+            f"{plural(self.sessions, 'session')}, {plural(self.written, 'record')} written, "
+            f"{self.unchanged} unchanged, {self.skipped} skipped, {self.empty} without exchanges, "
+            f"{plural(self.not_session, 'not a session', 'not sessions')}, "
+            f"{plural(self.malformed, 'malformed line')}{legacy} "
+            f"({plural(self.files, 'file')}, {self.bytes_read / 1e6:.1f} MB)"
         )
 
 

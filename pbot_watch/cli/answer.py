@@ -28,12 +28,20 @@ def answering(
     *,
     history: bool = False,
     memory: bool = False,
+    human: bool = False,
 ) -> T:
-    """``answer`` under ``--sessions``/``--archive`` (``query.run_query``), the errors a person must correct mapped."""
+    """``answer`` under ``--sessions``/``--archive`` (``query.run_query``), the errors a person must correct mapped.
+
+    ``human``: the result is for a person to read, so pbot's role labels are shown in their
+    language (``display.py``); ``--json`` keeps the records' text as it is.
+    """
+    from pbot_watch.display import language, relabel_model  # noqa: PLC0415 - keep --help fast
     from pbot_watch.query import resolve_settings, run_query  # noqa: PLC0415 - keep --help fast
 
     with query_errors():
-        return run_query(resolve_settings(sessions, archive), answer, history=history, memory=memory)
+        settings = resolve_settings(sessions, archive)
+        result = run_query(settings, answer, history=history, memory=memory)
+    return relabel_model(result, language(settings.display_labels)) if human else result
 
 
 @contextmanager

@@ -50,8 +50,10 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
     except SettingsError as error:
         raise CommandError(str(error), EXIT_USAGE) from error
 
+    if not session_file.exists():
+        raise CommandError(f"{session_file}: no such file", EXIT_USAGE)
     if not session_file.is_file():
-        raise CommandError(f"{session_file}: not a session file", EXIT_USAGE)
+        raise CommandError(f"{session_file}: not a file (give a Pi session's .jsonl file)", EXIT_USAGE)
     try:
         header, entries = read_session_file(session_file)
     except OSError as error:

@@ -88,28 +88,27 @@ def recall_command(
 
 
 def render_search(result: MemorySearchResult) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415
 
+    from pbot_watch.cli.console import human_console  # noqa: PLC0415
+    from pbot_watch.display import plural  # noqa: PLC0415
     from pbot_watch.search.render import highlight, local_time  # noqa: PLC0415
 
-    console = Console()
+    console = human_console()
     if not result.hits:
         console.print("no matches" if result.query.strip() else "no sources")
         return
     for hit in result.hits:
-        where = ""
-        if hit.line is not None and hit.snippet_lines is not None:
-            section = (
-                f", {hit.section.title} {hit.section.first_line}-{hit.section.last_line}"
-                if hit.section
-                else ""
-            )
-            where = f" line {hit.line} (lines {hit.snippet_lines[0]}-{hit.snippet_lines[1]}{section})"
+        # One line count per hit: where the hit is, out of how many lines the source has.
+        where = plural(hit.total_lines, "line")
+        if hit.line is not None:
+            where = f"line {hit.line} of {hit.total_lines}"
+            if hit.section and hit.section.last_line > hit.section.first_line:
+                where += f", in {hit.section.title} {hit.section.first_line}-{hit.section.last_line}"
         head = Text(f"{local_time(hit.timestamp)} ", style="cyan")
         head.append(hit.label)
         head.append(f"  {hit.context}", style="yellow" if hit.context == "historical" else "dim")
-        head.append(f"  [{hit.total_lines} lines]{where}", style="dim")
+        head.append(f"  [{where}]", style="dim")
         console.print(head)
         console.print(Text("  handle ", style="dim") + Text(hit.handle))
         body = (

@@ -67,7 +67,7 @@ def read_command(
         page.warnings = context.warnings
         return page
 
-    emit(answering(sessions, archive, answer, history=True), as_json, render)
+    emit(answering(sessions, archive, answer, history=True, human=not as_json), as_json, render)
 
 
 def _line(brief: NodeBrief) -> str:
@@ -76,12 +76,12 @@ def _line(brief: NodeBrief) -> str:
 
 
 def render(page: NodePage) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.markup import escape  # noqa: PLC0415
 
+    from pbot_watch.cli.console import human_console  # noqa: PLC0415
     from pbot_watch.search.render import local_time  # noqa: PLC0415
 
-    console = Console()
+    console = human_console()
     kind = page.kind if page.kind != "summary" else f"summary L{page.level}"
     ready = "" if page.ready else " (summary not written yet)"
     done = "" if page.completed else " (not completed)"

@@ -11,6 +11,7 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.cli.options import archive_options
+from pbot_watch.display import plural
 
 if TYPE_CHECKING:
     from pbot_watch.search.index import RefreshReport  # keep --help fast
@@ -64,7 +65,8 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     finally:
         index.close()
     click.echo(
-        f"{counts['records']} records, {counts['searchable']} searchable nodes from {report.folders} folders; "
-        f"{memory} session files, {sources} memory sources "
+        f"{plural(counts['records'], 'record')}, {plural(counts['searchable'], 'searchable node')} "
+        f"from {plural(report.folders, 'folder')}; "
+        f"{plural(memory, 'session file')}, {plural(sources, 'memory source')} "
         f"({time.monotonic() - started:.1f} s)"
     )

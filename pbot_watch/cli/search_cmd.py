@@ -80,17 +80,17 @@ def search_command(
         result.warnings = context.warnings
         return result
 
-    emit(answering(sessions, archive, answer, history=True), as_json, render)
+    emit(answering(sessions, archive, answer, history=True, human=not as_json), as_json, render)
 
 
 def render(result: SearchResult) -> None:
     """A list a person can scan: when, what, which session, the hit in context, and the id to read."""
-    from rich.console import Console  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415
 
+    from pbot_watch.cli.console import human_console  # noqa: PLC0415
     from pbot_watch.search.render import highlight, local_time  # noqa: PLC0415
 
-    console = Console()
+    console = human_console()
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     if not result.matches:

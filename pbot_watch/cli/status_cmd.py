@@ -18,6 +18,7 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_NOT_RUNNING
+from pbot_watch.display import plural
 
 
 @main.command("status")
@@ -88,17 +89,17 @@ def _lines(status: dict[str, Any]) -> list[str]:
     lines = [
         f"  pid {get('pid')}, version {get('version')}, up {hours}h{rest // 60:02d}m since {get('started')}",
         f"  heartbeat  {_ago(get('heartbeat'))}",
-        f"  activity   {get('activity')}, {get('pending_files', 0)} files pending"
+        f"  activity   {get('activity')}, {plural(get('pending_files', 0), 'file')} pending"
         + (f", {retrying} failing (retried)" if retrying else "")
-        + (f", {backlog} records to index" if backlog else ""),
+        + (f", {plural(backlog, 'record')} to index" if backlog else ""),
         *([f"  working on {get('working_on')}"] if get("working_on") else []),
         *_catch_up_lines(get("catch_up")),
         f"  observer   {kind}",
         f"  roots      {roots or '-'}",
         f"  archive    {get('archive') or 'per workspace (.pi/pbot/history)'}",
         (
-            f"  tracked    {get('files_tracked', 0)} files, {get('sessions_tracked', 0)} sessions"
-            f" ({get('files_in_memory', 0)} files in memory)"
+            f"  tracked    {plural(get('files_tracked', 0), 'file')}, {plural(get('sessions_tracked', 0), 'session')}"
+            f" ({plural(get('files_in_memory', 0), 'file')} in memory)"
         ),
         (
             f"  records    {get('records_written', 0)} written, {get('records_unchanged', 0)} unchanged,"
@@ -148,7 +149,7 @@ def _catch_up_lines(catch_up: dict[str, Any] | None) -> list[str]:
     if not catch_up or not catch_up.get("files_total"):
         return []
     rate = f", {_mb(catch_up['bytes_per_second'])}/s" if catch_up.get("bytes_per_second") else ""
-    total = f"{catch_up['files_total']} files"
+    total = plural(catch_up["files_total"], "file")
     if catch_up.get("finished") is not None:
         took = _duration(catch_up.get("seconds", 0))
         return [f"  caught up  {total}, {_mb(catch_up.get('bytes_total', 0))} in {took}{rate}"]

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pbot_watch.display import record_query
 from pbot_watch.history.jstext import (
     collapsed_head,
     has_lone_surrogate,
@@ -302,7 +303,7 @@ def search_history(
     if folders is not None and _covers_index(index, folders):
         folders = None  # the common case: every indexed record is in scope, so no filter
     filt = _Filter(session_id, workspace, after, before, folders)
-    needle = js_trim(query).lower()
+    needle = js_trim(record_query(query) if match == "literal" else query).lower()
     if not needle:
         return _sessions(index, query, match, filt, offset, limit)
     if match == "terms":

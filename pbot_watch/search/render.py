@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from pbot_watch.display import snippet_window
 from pbot_watch.history.jstext import collapse_whitespace, js_trim
 from pbot_watch.search.tokens import query_terms
 
@@ -30,10 +31,7 @@ def highlight(snippet: str, query: str, *, terms: bool) -> Text:
     """The snippet, whitespace collapsed and cut, with the query (or its terms) highlighted."""
     from rich.text import Text  # noqa: PLC0415
 
-    text = collapse_whitespace(snippet).strip()
-    if len(text) > SNIPPET_CHARS:
-        text = text[:SNIPPET_CHARS] + "…"
-    rendered = Text(text)
+    rendered = Text(snippet_window(collapse_whitespace(snippet), query, SNIPPET_CHARS))
     needles = query_terms(query) if terms else [js_trim(query)]
     for needle in needles:
         if needle:

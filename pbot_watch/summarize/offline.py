@@ -330,10 +330,7 @@ def summarize_exchanges(parts: list[Part], labels: Labels) -> str:
     everything = "\n".join(part.text for part in parts)
     last = parts[-1]
     _, last_answer = _split_exchange(last.text)
-    if last.completed and last_answer:
-        outcome = _outcome(last_answer)
-    else:
-        outcome = labels.unknown_outcome
+    outcome = _outcome(last_answer) if last.completed and last_answer else labels.unknown_outcome
     unfinished = sum(1 for part in parts if not part.completed)
     lines = [
         _line(labels, labels.asked, _unique(questions)),

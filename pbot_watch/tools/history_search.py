@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from pbot_watch.display import plural
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import SearchResult
 from pbot_watch.search.queries import search_history
@@ -87,7 +88,10 @@ def render(result: SearchResult, args: HistorySearchArgs) -> str:
         lines.append(f"No {what}." + ("" if listing else ' Try other words, fewer words, or match="terms".'))
         return "\n".join(lines)
     first = args.offset + 1
-    lines.append(f"{result.total} {what}; showing {first}-{args.offset + len(result.matches)}.")
+    counted = plural(result.total, "session") if listing else plural(result.total, "match", "matches")
+    lines.append(
+        f"{counted}{what.removeprefix('sessions').removeprefix('matches')}; showing {first}-{args.offset + len(result.matches)}."
+    )
     for number, hit in enumerate(result.matches, first):
         lines.append("")
         ready = "" if hit.ready else " (summary not written yet)"

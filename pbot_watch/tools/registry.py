@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pbot_watch.config import Settings
+from pbot_watch.display import language, relabel
 from pbot_watch.log import get_logger
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.errors import NotReady, QueryError
@@ -110,6 +111,9 @@ def call(name: str, raw_arguments: Any, settings: Settings, scope: MemoryScope |
             failure=Failure.INTERNAL,
         )
     log.debug("tool_called", tool=name, ms=round((time.monotonic() - started) * 1000, 1))
+    # The model reads the role labels in the user's language, as a person would (display.py);
+    # the structured result stays the records' text, as --json does (its offsets count that text).
+    text = relabel(text, language(settings.display_labels))
     return ToolAnswer(text, result.model_dump(mode="json", by_alias=True))
 
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from pbot_watch.display import plural
 from pbot_watch.memory.query import search_memory
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import MemorySearchResult
@@ -81,7 +82,7 @@ def render(result: MemorySearchResult, args: SearchMemoryArgs) -> str:
     for number, hit in enumerate(result.hits, 1):
         lines.append("")
         lines.append(
-            f"[{number}] {hit.label} · {hit.timestamp} · session {hit.session_id} · {hit.total_lines} lines"
+            f"[{number}] {hit.label} · {hit.timestamp} · session {hit.session_id} · {plural(hit.total_lines, 'line')}"
             f" · {hit.context}"
         )
         lines.append(f"    handle: {hit.handle}")

@@ -177,7 +177,11 @@ class TestIndexAll:
         (roots / "empty.jsonl").write_bytes(b"")
         report = index_all([roots], ArchiveStore(central=tmp_path / "archive"))
         assert (3, 1, 1, 1) == (report.files, report.sessions, report.not_session, report.malformed)
-        assert "1 malformed lines" in report.line()
+        # Singular where the count is one.
+        assert report.line() == (
+            "1 session, 1 record written, 0 unchanged, 0 skipped, 0 without exchanges, 1 not a session, "
+            "1 malformed line (3 files, 0.0 MB)"
+        )
 
     def test_import_copy_with_same_session_id_makes_one_record(self, tmp_path: Path) -> None:
         """Two files with one session id (an /import copy) give one record holding both files' branches."""

@@ -53,7 +53,7 @@ class TestRelativeCwd:
         archive = tmp_path / "archive"
         done = run("index", "--sessions", str(sessions), "--archive", str(archive), env=environment(tmp_path))
         assert 0 == done.returncode, done.stderr
-        assert "1 records written" in done.stdout
+        assert "1 record written" in done.stdout
         assert "warning: the session header's cwd './ws' is relative" in done.stderr
         assert 1 == len(record_files(archive))
 
@@ -111,7 +111,7 @@ class TestSymlinkedRecordFolder:
         (workspace / ".pi").symlink_to("dotpi", target_is_directory=True)
         done = run("index", "--sessions", sessions, env=environment(tmp_path))
         assert 0 == done.returncode, done.stderr
-        assert "1 records written" in done.stdout
+        assert "1 record written" in done.stdout
         assert 1 == len(record_files(workspace / "dotpi"))
 
 

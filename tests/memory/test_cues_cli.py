@@ -83,10 +83,14 @@ class TestCuesCommand:
     def test_not_a_session(self, tmp_path: Path) -> None:
         """A missing file, a folder or a file that is no Pi session is one line, exit 2."""
         (tmp_path / "notes.jsonl").write_text('{"hello": 1}\n')
-        for path in (tmp_path / "missing.jsonl", tmp_path, tmp_path / "notes.jsonl"):
+        for path, says in (
+            (tmp_path / "missing.jsonl", "no such file"),
+            (tmp_path / "notes.jsonl", "not a Pi session (no session header)"),
+        ):
             code, output = cues("--session", str(path))
-            assert 2 == code, output
-            assert output.startswith(("pbot-watch: ", "Usage:"))
+            assert (2, f"pbot-watch: {path}: {says}\n") == (code, output)
+        code, output = cues("--session", str(tmp_path))
+        assert (2, True) == (code, output.rstrip().endswith("is a directory."))
 
     @pytest.mark.slow
     @pytest.mark.parametrize("kind", ["fifo", "device"])

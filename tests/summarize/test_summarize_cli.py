@@ -37,7 +37,7 @@ class TestSummarizeCommand:
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("2 summaries written (0 from cache, 0 model calls")
-        assert "1 sessions, 1 records written" in result.stderr
+        assert "1 session, 1 record written" in result.stderr
         nodes = summaries(records(history / "archive")["s-main"])
         assert {n["summarizer"] for n in nodes.values()} == {"offline/1"}
         assert "litellm" not in result.stderr
