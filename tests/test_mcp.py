@@ -548,6 +548,28 @@ class TestProcess:
         assert done.stdout.strip() == "[]"
 
 
+class TestHistoryWithoutService:
+    def test_finds_text_appended_a_second_ago(self, tmp_path: Path) -> None:
+        """No service: the caller's session is unknown, so the newest sessions are indexed first, and the text says others may be stale."""
+        sessions = tmp_path / "sessions"
+        pi = PiSession("01a228f5-9999-7000-8000-0000000fresh", file=sessions / "ws" / "fresh.jsonl")
+        pi.user("Where is the otter config?", id="u1")
+        pi.assistant("The otter config is in otter.toml.", id="a1")
+        world = World(
+            tmp_path, sessions, tmp_path / "archive", scratch_user(tmp_path / "home"), tmp_path / "log"
+        )
+        with connect(world) as client:
+            found, text = client.ok("history_search", {"query": "otter config"})
+            assert 1 == found["total"], text
+            pi.user("And the heron schedule?", id="u2")
+            pi.assistant("The heron schedule runs at dawn.", id="a2")
+            found, text = client.ok("history_search", {"query": "heron schedule"})
+            assert 1 == found["total"], text
+            page, _text = client.ok("history_read", {"id": found["matches"][0]["id"]})
+        assert "dawn" in page["text"]
+        assert "Note: the pbot-watch service is not running (it has not run here)" in text.splitlines()[1]
+
+
 class TestMalformedJsonRpc:
     """Lines that are no JSON-RPC message get a JSON-RPC error reply; the server goes on."""
 

@@ -14,6 +14,7 @@ from pbot_watch import __version__
 from pbot_watch.config import Settings
 from pbot_watch.history.jstext import to_well_formed
 from pbot_watch.tools.base import Tool
+from pbot_watch.tools.catch_up import RecordCatchUp
 from pbot_watch.tools.registry import TOOLS, call
 
 SERVER_NAME = "pbot-watch"
@@ -52,13 +53,15 @@ class McpTools:
         self.settings = settings
         # One query at a time: SQLite serialises writers anyway, and refreshes must not race.
         self._limiter = anyio.CapacityLimiter(1)
+        # The caller's session is unknown here: the newest sessions are indexed when the service is not.
+        self._records = RecordCatchUp(settings)
 
     def list_tools(self) -> list[types.Tool]:
         return [definition(tool) for tool in TOOLS]
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         answer = await anyio.to_thread.run_sync(
-            partial(call, name, arguments, self.settings), limiter=self._limiter
+            partial(call, name, arguments, self.settings, records=self._records), limiter=self._limiter
         )
         # The transport writes UTF-8 JSON, which cannot hold half a character (a lone surrogate,
         # an emoji cut by a length limit): U+FFFD stands in for it.

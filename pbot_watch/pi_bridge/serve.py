@@ -49,6 +49,7 @@ from pbot_watch.service.status_file import assess, status_path
 
 if TYPE_CHECKING:
     from pbot_watch.memory.query import MemoryScope
+    from pbot_watch.tools.catch_up import RecordCatchUp
 
 log = get_logger(__name__)
 
@@ -72,6 +73,7 @@ class Child:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._cues: dict[tuple[str, FileStamp | None, str | None, int], CuesReply] = {}
+        self._records: RecordCatchUp | None = None
 
     def methods(self) -> dict[str, Method]:
         return {
@@ -127,9 +129,13 @@ class Child:
         return reply
 
     def tool(self, params: ToolParams) -> ToolReply:
-        from pbot_watch.tools.registry import call  # noqa: PLC0415 - the first call pays the imports
+        from pbot_watch.tools.catch_up import RecordCatchUp  # noqa: PLC0415 - the first call pays the imports
+        from pbot_watch.tools.registry import call  # noqa: PLC0415
 
-        answer = call(params.name, params.arguments, self.settings, scope=memory_scope(params.scope))
+        if self._records is None:
+            self._records = RecordCatchUp(self.settings)  # kept: it reads only what was appended since
+        scope = memory_scope(params.scope)
+        answer = call(params.name, params.arguments, self.settings, scope=scope, records=self._records)
         failure = None if answer.failure is None else answer.failure.value
         # Pi shows the structured result to the person (/history, the tool's rendering): labels as they read them.
         structured = relabel_result(answer.structured, language(self.settings.display_labels))

@@ -14,8 +14,10 @@ call to ``call``. The answer is the text for the model and, on success, the stru
 A query that finds nothing is not a failure: it is a result whose text says so.
 
 ``scope`` pins the memory tools to one session's branch (``MemoryScope``): a caller that knows
-which session is asking sets it, the model's arguments cannot widen it, and the history tools
-ignore it.
+which session is asking sets it, and the model's arguments cannot widen it. A long-lived caller
+also passes its ``RecordCatchUp``: the history tools then index the calling session first when
+the service does not, and their text says, after its first line, what may be stale
+(``catch_up.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.errors import NotReady, QueryError
 from pbot_watch.tools import history_read, history_search, recall_memory, search_memory
 from pbot_watch.tools.base import Tool, ToolContext
+from pbot_watch.tools.catch_up import HISTORY_TOOLS, RecordCatchUp
 from pbot_watch.tools.errors import describe_arguments_error, for_model
 
 TOOLS: tuple[Tool[Any, Any], ...] = (
@@ -77,7 +80,13 @@ class ToolAnswer:
     failure: Failure | None = None
 
 
-def call(name: str, raw_arguments: Any, settings: Settings, scope: MemoryScope | None = None) -> ToolAnswer:
+def call(
+    name: str,
+    raw_arguments: Any,
+    settings: Settings,
+    scope: MemoryScope | None = None,
+    records: RecordCatchUp | None = None,
+) -> ToolAnswer:
     """Validate ``raw_arguments`` (JSON from the model), run the tool and render its result.
 
     Blocking (SQLite, session files): an async transport runs it in a worker thread.
@@ -90,9 +99,15 @@ def call(name: str, raw_arguments: Any, settings: Settings, scope: MemoryScope |
         args = tool.arguments.model_validate(raw_arguments if raw_arguments is not None else {})
     except ValidationError as error:
         return _refused(name, describe_arguments_error(tool, error))
+    note = None
+    if records is not None and name in HISTORY_TOOLS:
+        note = records.before_history(scope.session_file if scope is not None else None)
     try:
         result = tool.run(args, ToolContext(settings, scope))
         text = tool.render(result, args)
+        if note is not None:  # after the first line (what the records are), before the matches
+            head, _, rest = text.partition("\n")
+            text = f"{head}\nNote: {note}.\n{rest}" if rest else f"{head}\nNote: {note}."
     except QueryError as error:
         return _refused(name, f"{name}: {for_model(str(error))}")
     except Exception as error:  # every failure reaches the caller as an answer, and the log

@@ -36,7 +36,7 @@ from tests.e2e.pi_harness import (
 from tests.e2e.pi_install import PiInstall
 from tests.support.cli import pbot_watch_executable
 from tests.support.openai_server import OpenAIServer
-from tests.support.service import one_shot, wait_for
+from tests.support.service import ServiceProcess, one_shot, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -483,3 +483,28 @@ class TestScope:
         assert first not in result_text(own)
         assert widened.get("isError")
         assert first in result_text(widened)
+
+
+class TestHistoryWithoutService:
+    def test_history_search_finds_the_latest_exchange_with_the_service_stopped(
+        self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
+    ) -> None:
+        """The service indexed turn one and stopped; turn two is found, and the result says why others may lag."""
+        scene = Scene(pi_install, tmp_path / "scene", model)
+        world = scene.world
+        state_dir = Path(world.env["XDG_STATE_HOME"]) / "pbot-watch"
+        service = ServiceProcess([world.sessions], scene.archive, env=world.env, state_dir=state_dir)
+        with service.start():
+            world.print_turn("The heron schedule runs at dawn.", cwd=scene.project, cont=False)
+            session = newest_session(world.sessions)
+            service.wait_status(lambda s: s.records_written > 0, "the first turn's record")
+            assert 0 == service.stop()
+        world.print_turn("Remember: the otter config lives in otter.toml.", cwd=scene.project, cont=True)
+        world.print_turn(
+            'Find it. [[tool: history_search {"query": "otter config"}]]', cwd=scene.project, cont=True
+        )
+        (search,) = tool_results(session, "history_search")
+        text = result_text(search)
+        assert not search.get("isError"), text
+        assert "otter.toml" in text  # turn two's exchange, which only the child indexed
+        assert "Note: the pbot-watch service is not running: other sessions are as of " in text

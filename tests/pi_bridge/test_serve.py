@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pbot_watch import __version__
+from pbot_watch.config import load_settings
+from pbot_watch.service.status import Status, iso, write_status
 from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import ServeChild
 from tests.support.cli import invoke
@@ -327,3 +331,59 @@ class TestOddSessionFiles:
             )
             assert rss_kb < 300_000
             assert 0 == child.close(timeout=10)
+
+
+def stopped_service_status(state_dir: Path, heartbeat: float) -> None:
+    """The status file a service leaves when it stops (running: false), its last heartbeat then."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    status = Status(
+        running=False,
+        pid=os.getpid(),
+        version=__version__,
+        started=iso(heartbeat - 60),
+        uptime_seconds=60,
+        heartbeat=iso(heartbeat),
+        heartbeat_epoch=heartbeat,
+    )
+    write_status(state_dir, status)
+
+
+class TestHistoryWithoutService:
+    """The history tools search records, which the service writes; without it the child writes them."""
+
+    def test_finds_text_appended_a_second_ago(self, served: ServeChild, sessions: Path) -> None:
+        """With no service ever run, history_search finds the calling session's newest exchange."""
+        path = sessions / "ws" / "a.jsonl"
+        scope = {"sessionFile": str(path), "sessionId": "session-a"}
+        first = tool(served, "history_search", {"query": "quokka tests fail"}, scope)
+        assert first["structured"]["total"] == 1, first["text"]
+        more = PiSession("session-a", leaf="a4")
+        more.user("Did the wombat deploy finish?", id="a5")
+        more.assistant("The wombat deploy finished at noon.", id="a6")
+        more.append_to(path, 0)
+        answer = tool(served, "history_search", {"query": "wombat deploy"}, scope)
+        assert answer["structured"]["total"] == 1, answer["text"]
+        node = answer["structured"]["matches"][0]["id"]
+        read = tool(served, "history_read", {"id": node}, scope)
+        assert "noon" in read["structured"]["text"]
+        note = "Note: the pbot-watch service is not running (it has not run here): other sessions are"
+        assert note in answer["text"].splitlines()[1]
+        assert note in read["text"]
+
+    def test_other_sessions_are_said_to_be_stale(
+        self, isolated_home: Path, sessions: Path, tmp_path: Path
+    ) -> None:
+        """A stopped service: other sessions are as of its last heartbeat, and the text says when."""
+        beat = time.time() - 3600
+        stopped_service_status(load_settings({}).state_dir, beat)
+        scope = {"sessionFile": str(sessions / "ws" / "a.jsonl"), "sessionId": "session-a"}
+        with ServeChild("--sessions", str(sessions), "--archive", str(tmp_path / "archive")) as child:
+            answer = tool(child, "history_search", {"query": "marmalade"}, scope)
+            mine = tool(child, "history_search", {"query": "quokka"}, scope)
+        clock = datetime.fromtimestamp(beat).astimezone().strftime("%H:%M")
+        assert (
+            f"Note: the pbot-watch service is not running: other sessions are as of {clock}."
+            in answer["text"]
+        )
+        assert 0 == answer["structured"]["total"]  # session B was never indexed: honest, not found
+        assert mine["structured"]["total"] > 0
