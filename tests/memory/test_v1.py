@@ -37,9 +37,9 @@ def entries_of(data: bytes) -> list[dict[str, Any]]:
     return SessionReader().feed(data)
 
 
-def v1_work() -> PiSession:
+def v1_work(cwd: str = "/nonexistent/v1") -> PiSession:
     """A v1 session of tool work: three compactions kept by index, the second one past itself."""
-    w = PiSession(SESSION, version=None, cwd="/nonexistent/v1")
+    w = PiSession(SESSION, version=None, cwd=cwd)
     no_id = {"id": MISSING, "parent": MISSING}
 
     def tool(n: int, command: str, output: str, error: bool = False) -> None:
