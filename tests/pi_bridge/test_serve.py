@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -15,11 +14,11 @@ import pytest
 
 from pbot_watch import __version__
 from pbot_watch.config import load_settings
-from pbot_watch.service.status import Status, iso, write_status
 from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import ServeChild
 from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
+from tests.support.service import fake_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real child process per test
 
@@ -333,21 +332,6 @@ class TestOddSessionFiles:
             assert 0 == child.close(timeout=10)
 
 
-def stopped_service_status(state_dir: Path, heartbeat: float) -> None:
-    """The status file a service leaves when it stops (running: false), its last heartbeat then."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    status = Status(
-        running=False,
-        pid=os.getpid(),
-        version=__version__,
-        started=iso(heartbeat - 60),
-        uptime_seconds=60,
-        heartbeat=iso(heartbeat),
-        heartbeat_epoch=heartbeat,
-    )
-    write_status(state_dir, status)
-
-
 class TestHistoryWithoutService:
     """The history tools search records, which the service writes; without it the child writes them."""
 
@@ -374,8 +358,7 @@ class TestHistoryWithoutService:
         self, isolated_home: Path, sessions: Path, tmp_path: Path
     ) -> None:
         """A stopped service: other sessions are as of its last heartbeat, and the text says when."""
-        beat = time.time() - 3600
-        stopped_service_status(load_settings({}).state_dir, beat)
+        beat = fake_status(load_settings({}).state_dir, running=False, age=3600)
         scope = {"sessionFile": str(sessions / "ws" / "a.jsonl"), "sessionId": "session-a"}
         with ServeChild("--sessions", str(sessions), "--archive", str(tmp_path / "archive")) as child:
             answer = tool(child, "history_search", {"query": "marmalade"}, scope)

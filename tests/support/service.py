@@ -7,6 +7,7 @@ Everything here works on real files in temporary folders. ``ServiceProcess`` log
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -14,12 +15,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+from pbot_watch import __version__
 from pbot_watch.config_paths import default_state_dir
-from pbot_watch.service.status import Status, read_status
+from pbot_watch.service.status import Status, iso, read_status, write_status
 from tests.support.archive import records
 from tests.support.cli import pbot_watch_executable
 
 DEADLINE = 15.0
+
+
+def fake_status(state_dir: Path, *, running: bool = True, age: float = 0.5, **fields: Any) -> float:
+    """A status file as the service writes it (this process's pid), its heartbeat ``age`` seconds
+    ago; ``running=False`` is the file a stopped service leaves. Returns the heartbeat's time."""
+    beat = time.time() - age
+    state_dir.mkdir(parents=True, exist_ok=True)
+    status = Status(
+        running=running,
+        pid=os.getpid(),
+        version=__version__,
+        started=iso(beat - 60),
+        uptime_seconds=60,
+        heartbeat=iso(beat),
+        heartbeat_epoch=beat,
+        **fields,
+    )
+    write_status(state_dir, status)
+    return beat
 
 
 def wait_for(

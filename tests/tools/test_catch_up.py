@@ -14,30 +14,15 @@ import pytest
 from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.service.lock import InstanceLock
-from pbot_watch.service.status import CatchUpInfo, Status, iso, write_status
+from pbot_watch.service.status import CatchUpInfo, iso
 from pbot_watch.tools.catch_up import RecordCatchUp, service_view
 from pbot_watch.tools.registry import call
 from tests.support.pi_sessions import PiSession
+from tests.support.service import fake_status
 
 
 def status(settings: Settings, *, running: bool = True, age: float = 0.5, **fields: Any) -> float:
-    """A status file as the service writes it, its heartbeat ``age`` seconds ago; returns that time."""
-    beat = time.time() - age
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    write_status(
-        settings.state_dir,
-        Status(
-            running=running,
-            pid=os.getpid(),
-            version="0.1.0",
-            started=iso(beat - 60),
-            uptime_seconds=60,
-            heartbeat=iso(beat),
-            heartbeat_epoch=beat,
-            **fields,
-        ),
-    )
-    return beat
+    return fake_status(settings.state_dir, running=running, age=age, **fields)
 
 
 @pytest.fixture
