@@ -68,6 +68,17 @@ class CueSettings(BaseModel):
         return min(caps) if caps else None
 
 
+class PrivacySettings(BaseModel):
+    """The ``[privacy]`` table: what of a session's text pbot-watch keeps (docs/privacy.md)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    redact: bool = Field(
+        True,
+        description="replace secrets by [redacted:<kind>] in records, indexes, cues, tool results and logs",
+    )
+
+
 class Settings(BaseModel):
     """Every setting of pbot-watch, validated; unknown keys are errors (a typo must not pass silently)."""
 
@@ -129,6 +140,10 @@ class Settings(BaseModel):
         default_factory=lambda: CueSettings.model_validate({}),
         description="memory cues in Pi requests ([cues] table; the smaller cap wins)",
     )
+    privacy: PrivacySettings = Field(
+        default_factory=lambda: PrivacySettings.model_validate({}),
+        description="secrets in session text ([privacy] table)",
+    )
 
     log_format: Literal["auto", "json", "console"] = Field(
         "auto",
@@ -150,7 +165,9 @@ class Settings(BaseModel):
 
 PATH_KEYS = frozenset({"sessions", "archive", "state_dir", "env_file"})
 PATH_LIST_KEYS = frozenset({"sessions"})
-TABLE_KEYS = frozenset({"team", "cues"})  # TOML tables: set in the file only, and shown as sections
+TABLE_KEYS = frozenset(
+    {"team", "cues", "privacy"}
+)  # TOML tables: set in the file only, and shown as sections
 
 
 class SettingsError(Exception):
@@ -332,8 +349,16 @@ def resolve_settings(
 
 
 def load_settings(flags: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
-    """Resolve settings (see :func:`resolve_settings`); what every command calls."""
-    return resolve_settings(flags, config_file).settings
+    """Resolve settings (see :func:`resolve_settings`); what every command calls.
+
+    It also sets this process's redaction switch (``redact.policy``), so that every command
+    and the service redact as configured.
+    """
+    from pbot_watch.redact import policy  # noqa: PLC0415 - the rule table is compiled on first use
+
+    settings = resolve_settings(flags, config_file).settings
+    policy.configure(settings.privacy.redact)
+    return settings
 
 
 def effective(settings: Settings) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from pbot_watch.config import Settings
+from pbot_watch.redact.policy import scrub_json
 
 LogFormat = Literal["auto", "json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -96,6 +97,11 @@ def _drop_color_message(_: WrappedLogger, __: str, event_dict: EventDict) -> Eve
     return event_dict
 
 
+def _redact(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    # A log line is text leaving the process: an error message can quote a session's text.
+    return {key: scrub_json(value) for key, value in event_dict.items()}
+
+
 def configure_logging(
     settings: Settings | None = None,
     *,
@@ -125,6 +131,7 @@ def configure_logging(
         # Console output renders exceptions itself (with rich/better-exceptions if present).
         # Frames without locals: locals can hold API keys and whole session texts.
         shared.append(ExceptionRenderer(ExceptionDictTransformer(show_locals=False)))
+    shared.append(_redact)
     renderer = _renderer(fmt, out)
 
     structlog.configure(

@@ -63,11 +63,31 @@ def emit(result: M, as_json: bool, render: Callable[[M], None]) -> None:
     person reading a terminal sees U+FFFD in its place.
     """
     from pbot_watch.history.jstext import dumps  # noqa: PLC0415 - keep --help fast
+    from pbot_watch.redact.policy import scrub_json  # noqa: PLC0415 - keep --help fast
 
+    # The indexes hold redacted text; this catches what an index built before redaction still holds.
+    document = scrub_json(result.model_dump(mode="json", by_alias=True))
     if as_json:
-        click.echo(dumps(result.model_dump(mode="json", by_alias=True), indent=2))
+        click.echo(dumps(document, indent=2))
     else:
-        render(_well_formed(result))
+        render(_well_formed(_scrubbed(result)))
+
+
+def _scrubbed(value: T) -> T:
+    """``value`` with every string redacted, walked as ``_well_formed`` walks it."""
+    from pbot_watch.redact.policy import scrub  # noqa: PLC0415 - keep --help fast
+
+    if isinstance(value, str):
+        return scrub(value)  # type: ignore[return-value]  # T is str here
+    if isinstance(value, BaseModel):
+        return value.model_copy(
+            update={name: _scrubbed(getattr(value, name)) for name in type(value).model_fields}
+        )
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]  # type: ignore[return-value]  # T is a list here
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}  # type: ignore[return-value]  # T is a dict
+    return value
 
 
 def _well_formed(value: T) -> T:

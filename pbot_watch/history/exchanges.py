@@ -4,7 +4,8 @@ An exchange opens at a user message and closes at an assistant answer that stopp
 ``stop`` and called no tool. Assistant turns cut by ``toolUse`` or ``length`` leave it open, so a
 user message sent meanwhile (steering, follow-up) joins it; ``aborted`` and ``error`` answers
 close it as not completed when the next user message arrives. Tool calls, tool results and
-thinking never enter the text.
+thinking never enter the text. The texts and session names are redacted here, where they are
+made (``redact.policy.scrub``), so that records and everything built from them hold no secret.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pbot_watch.history.jstext import UNDEFINED, js_string
+from pbot_watch.redact.policy import scrub
 
 USER_LABEL = "用户：\n"
 ASSISTANT_LABEL = "\n\n助手：\n"
@@ -67,21 +69,21 @@ def step_of(entry: dict[str, Any], links: int = 0) -> Step:
         if role == "user":
             step.kind = USER
             step.timestamp = entry.get("timestamp")
-            step.text = content_text(message.get("content"))
+            step.text = scrub(content_text(message.get("content")))
         elif role == "assistant":
             step.kind = ASSISTANT
             step.timestamp = entry.get("timestamp")
             step.stop = message.get("stopReason")
             content = message.get("content")
             # pbot only writes the answer's text when the message has a content key at all.
-            step.text = content_text(content) if "content" in message else None
+            step.text = scrub(content_text(content)) if "content" in message else None
             step.tool_call = isinstance(content, list) and any(
                 isinstance(block, dict) and block.get("type") == "toolCall" for block in content
             )
     elif kind == "session_info":
         step.is_info = True
         name = entry.get("name")
-        step.name = name if isinstance(name, str) else None
+        step.name = scrub(name) if isinstance(name, str) else None
     return step
 
 

@@ -71,6 +71,7 @@ from pbot_watch.memory.extract import (
     session_memory,
 )
 from pbot_watch.memory.handles import make_short_handle, parse_handle
+from pbot_watch.redact.policy import scrub
 from pbot_watch.search.errors import QueryError, UnknownHandle
 from pbot_watch.search.models import CueClass, CueLine, CueStage, CueState
 
@@ -209,16 +210,16 @@ def _name(block: dict[str, Any]) -> str:
 
 
 def _argument(arguments: Any) -> tuple[str, str | None]:
-    """The argument a call is shown by, and its key."""
+    """The argument a call is shown by (redacted before anything cuts it), and its key."""
     if isinstance(arguments, dict):
         for key in ARGUMENT_KEYS:
             if isinstance(arguments.get(key), str):
-                return str(arguments[key]), key
+                return scrub(str(arguments[key])), key
         if not arguments:
             return "", None
     if arguments is None:
         return "", None
-    return json.dumps(arguments, ensure_ascii=False), None
+    return scrub(json.dumps(arguments, ensure_ascii=False)), None
 
 
 def _shown_call(tool: str, arguments: Any, place: Place) -> str:
@@ -279,7 +280,7 @@ def _event(
         cancelled = message.get("cancelled") is True
         failed = code not in (0, None) or cancelled
         note = "cancelled" if cancelled else (f"exit {code}" if failed else "")
-        output = message["output"] if isinstance(message.get("output"), str) else ""
+        output = scrub(message["output"]) if isinstance(message.get("output"), str) else ""
         said: Outcome | None = outcome(tool, output, failed, note, command=True, place=place)
     elif role == "toolResult":
         name = message.get("toolName")

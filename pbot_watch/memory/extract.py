@@ -11,6 +11,9 @@ the path from the leaf to the root. A tool call's source is anchored at its *res
 (which descends from the call), so a call and its result are delivered together, and a result
 recorded on an abandoned branch is never visible from another leaf. Images never enter the
 text (a line says an image was there); long outputs stay whole, recall pages them by lines.
+
+Every text is redacted where it is taken from its entry (``scrub``), before labels, lines or
+sections are made of it: the index, recall, cues and the tools only ever see redacted text.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pbot_watch.history.jstext import collapse_whitespace, js_string
+from pbot_watch.redact.policy import scrub
 
 LABEL_CHARS = 90
 ARGS_CHARS = 60
@@ -113,7 +117,7 @@ def content_text(content: Any) -> str:
             parts.append(js_string(block.get("text")) if "text" in block else "")
         elif kind == "image":
             parts.append(IMAGE_LINE)
-    return "\n".join(parts)
+    return scrub("\n".join(parts))
 
 
 def _short(text: str, limit: int = LABEL_CHARS) -> str:
@@ -147,18 +151,18 @@ def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
         for key in ARGUMENT_KEYS:
             if isinstance(arguments.get(key), str):
-                return _short(arguments[key], ARGS_CHARS)
+                return _short(scrub(arguments[key]), ARGS_CHARS)
     if arguments is None:
         return ""
-    return _short(json.dumps(arguments, ensure_ascii=False), ARGS_CHARS)
+    return _short(scrub(json.dumps(arguments, ensure_ascii=False)), ARGS_CHARS)
 
 
 def _call_text(call: dict[str, Any]) -> str:
     name = call.get("name") if isinstance(call.get("name"), str) else "tool"
     arguments = call.get("arguments")
     if isinstance(arguments, dict) and isinstance(arguments.get("command"), str) and len(arguments) == 1:
-        return f"{name}: {arguments['command']}"
-    return f"{name} {json.dumps(arguments, ensure_ascii=False)}"
+        return scrub(f"{name}: {arguments['command']}")
+    return scrub(f"{name} {json.dumps(arguments, ensure_ascii=False)}")
 
 
 def _stamp(entry: dict[str, Any]) -> str:
@@ -277,8 +281,10 @@ def _entry_sources(
                 sources.append(_source(entry, seq, 0, "user", f"user {_short(text)}", b))
         elif role == "assistant":
             blocks = _blocks(content)
-            thinking = "\n".join(js_string(b.get("thinking")) for b in blocks if b.get("type") == "thinking")
-            text = "\n".join(js_string(b.get("text")) for b in blocks if b.get("type") == "text")
+            thinking = scrub(
+                "\n".join(js_string(b.get("thinking")) for b in blocks if b.get("type") == "thinking")
+            )
+            text = scrub("\n".join(js_string(b.get("text")) for b in blocks if b.get("type") == "text"))
             if thinking.strip():
                 b = _Builder()
                 b.section("thinking", thinking)
@@ -319,8 +325,8 @@ def _entry_sources(
             label = f"toolResult {name}({args}) {mark} {first} [{_count(_line_count(result) or 1)}]"
             sources.append(_source(entry, seq, 0, "tool", label, b))
         elif role == "bashExecution":
-            command = message.get("command") if isinstance(message.get("command"), str) else ""
-            output = message.get("output") if isinstance(message.get("output"), str) else ""
+            command = scrub(message["command"]) if isinstance(message.get("command"), str) else ""
+            output = scrub(message["output"]) if isinstance(message.get("output"), str) else ""
             b = _Builder()
             b.section("command", f"$ {command}")
             code = message.get("exitCode")
@@ -346,16 +352,16 @@ def _entry_sources(
     elif kind == "compaction":
         # Always a source, even without a summary: a compaction source's row id is what lets a
         # memory-search cursor ignore compactions written after its first page (query.py).
-        summary = entry["summary"] if isinstance(entry.get("summary"), str) else ""
+        summary = scrub(entry["summary"]) if isinstance(entry.get("summary"), str) else ""
         b = _Builder()
         b.section(kind, summary)
         sources.append(_source(entry, seq, 0, kind, f"{kind} {_short(summary) or '(no summary)'}", b))
     elif kind == "branch_summary":
-        summary = entry.get("summary")
-        if isinstance(summary, str) and summary:
+        told = scrub(entry["summary"]) if isinstance(entry.get("summary"), str) else None
+        if told:
             b = _Builder()
-            b.section(kind, summary)
-            sources.append(_source(entry, seq, 0, kind, f"{kind} {_short(summary)}", b))
+            b.section(kind, told)
+            sources.append(_source(entry, seq, 0, kind, f"{kind} {_short(told)}", b))
     return sources
 
 

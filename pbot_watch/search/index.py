@@ -38,6 +38,7 @@ from pbot_watch.archive.files import read_record
 from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import has_lone_surrogate, locale_key, to_well_formed, utf16_slice
+from pbot_watch.redact.policy import scrub
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
@@ -439,7 +440,7 @@ class SearchIndex:
             self._unreadable.append(f"{path}: not a readable history record; skipped")
             return False
         workspace = record.get("workspace") if isinstance(record.get("workspace"), str) else folder.workspace
-        name: str = record["name"] if isinstance(record.get("name"), str) else ""
+        name: str = scrub(record["name"]) if isinstance(record.get("name"), str) else ""
         # A lone surrogate (an emoji cut by pbot's 80-unit name limit) cannot go into SQLite.
         values = (
             str(folder.path),
@@ -745,7 +746,7 @@ def _node_values(raw: Any, seq: int) -> dict[str, Any] | None:
         return None
     kind = raw.get("kind") if raw.get("kind") in ("session", "exchange", "summary") else "exchange"
     level = raw.get("level") if isinstance(raw.get("level"), int) else 0
-    text = _str(raw.get("text"))
+    text = scrub(_str(raw.get("text")))  # records by personal-bot or an older pbot-watch may hold one
     from_ = _str(raw.get("from"))
     to = _str(raw.get("to"))
     ready = raw.get("ready") is True

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from pbot_watch.redact.policy import scrub
 from pbot_watch.summarize.base import (
     Cancelled,
     ModelRefused,
@@ -196,6 +197,7 @@ class LitellmSummarizer:
         if cancel.is_set():
             raise Cancelled
         self._check_credentials(litellm())  # imported on the caller's thread, before the loop uses it
+        text = scrub(text)  # an older record may hold a secret: it is not sent to the provider
 
         def ask(content: str) -> Summary:
             if cancel.is_set():
@@ -295,7 +297,8 @@ class LitellmSummarizer:
             raise SummaryFailed(f"the summary was cut at {self.max_output_tokens} output tokens")
         # Against the whole node's input in the queue; here only what any answer must be.
         text = check_answer(answer if isinstance(answer, str) else "")
-        return Summary(text, model, input_tokens, output_tokens, calls=1, cost_usd=cost)
+        # A model may still echo a secret it was given (redaction off, or a shape no rule knows).
+        return Summary(scrub(text), model, input_tokens, output_tokens, calls=1, cost_usd=cost)
 
     def close(self) -> None:
         """Nothing to release: calls end with ``summarize``; the shared portal lives with the process."""

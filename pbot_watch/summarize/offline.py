@@ -15,6 +15,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
+from pbot_watch.redact.policy import scrub
 from pbot_watch.summarize.base import Cancelled, Summary
 
 OFFLINE_ID = "offline/1"
@@ -406,4 +407,4 @@ class OfflineSummarizer:
     def summarize(self, text: str, cancel: threading.Event) -> Summary:
         if cancel.is_set():
             raise Cancelled
-        return Summary(text=offline_summary(text), model=OFFLINE_ID)
+        return Summary(text=offline_summary(scrub(text)), model=OFFLINE_ID)

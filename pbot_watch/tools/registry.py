@@ -34,6 +34,7 @@ from pbot_watch.config import Settings
 from pbot_watch.display import language, relabel
 from pbot_watch.log import get_logger
 from pbot_watch.memory.query import MemoryScope
+from pbot_watch.redact.policy import scrub, scrub_json
 from pbot_watch.search.errors import NotReady, QueryError
 from pbot_watch.tools import history_read, history_search, recall_memory, search_memory
 from pbot_watch.tools.base import Tool, ToolContext
@@ -129,7 +130,8 @@ def call(
     # The model reads the role labels in the user's language, as a person would (display.py);
     # the structured result stays the records' text, as --json does (its offsets count that text).
     text = relabel(text, language(settings.display_labels))
-    return ToolAnswer(text, result.model_dump(mode="json", by_alias=True))
+    # The indexes hold redacted text; this catches what an index built before redaction still holds.
+    return ToolAnswer(scrub(text), scrub_json(result.model_dump(mode="json", by_alias=True)))
 
 
 def _unavailable(error: Exception) -> bool:

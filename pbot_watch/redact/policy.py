@@ -1,0 +1,70 @@
+"""Whether this process redacts, and the one function every boundary calls: ``scrub``.
+
+Redaction is on by default; ``[privacy] redact = false`` turns it off for people who want
+pbot's exact text. The setting is read once, where every command and the service load their
+settings (``config.load_settings``), and held here for the process: the pure code that turns
+entries into texts (``history/exchanges.py``, ``memory/extract.py``) calls ``scrub`` without
+carrying the setting through every signature. A process that never loads settings (a test, a
+library caller) redacts.
+
+The gate for text that leaves the machine (``refuse_secrets``) ignores the setting: whoever
+turned redaction off for their own archive has not agreed to push a key anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pbot_watch.redact.core import holds_secret, redact
+
+_enabled = True
+
+T = TypeVar("T")
+
+
+def configure(enabled: bool) -> None:
+    """Turn redaction on or off for this process (the ``privacy_redact`` setting)."""
+    global _enabled  # noqa: PLW0603 - one process-wide switch, read where texts are made
+    _enabled = enabled
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def scrub(text: str) -> str:
+    """``text`` with its secrets replaced (when redaction is on)."""
+    return redact(text).text if _enabled and text else text
+
+
+def scrub_json(value: T) -> T:
+    """Every string in a JSON-shaped value (dicts, lists, strings) scrubbed; the rest as is."""
+    if not _enabled:
+        return value
+    return _walk(value)  # type: ignore[no-any-return]
+
+
+def _walk(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value).text
+    if isinstance(value, dict):
+        return {key: _walk(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_walk(item) for item in value]
+    return value
+
+
+class SecretRefused(ValueError):
+    """A text about to leave the machine still matches a redaction rule."""
+
+
+def refuse_secrets(text: str, where: str) -> str:
+    """``text`` unchanged, or ``SecretRefused`` when any rule still matches it (fail closed).
+
+    ``where`` names the destination for the message; the value is never part of it.
+    """
+    if holds_secret(text):
+        raise SecretRefused(
+            f"refusing to send text to {where}: it still holds a secret (see pbot-watch secrets scan)"
+        )
+    return text
