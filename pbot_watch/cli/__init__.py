@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run_cmd", "Watch Pi's session folders and keep the history archive up to date, until stopped."),
     "search": ("search_cmd", "Search exchanges and summaries; without QUERY, list sessions (newest first)."),
     "service": ("service_cmd", "Install pbot-watch as a systemd user service or a launchd agent."),
+    "secrets": (
+        "secrets_cmd",
+        "Secrets in the archive and the search index: report them (scan) or remove them (scrub).",
+    ),
     "status": (
         "status_cmd",
         "Show whether the service runs and what it is doing; exit 0 when running, 3 when not (or stale).",

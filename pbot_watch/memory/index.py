@@ -34,6 +34,7 @@ from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
+from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
@@ -251,7 +252,12 @@ class _FileWriter:
             "INSERT INTO mem_calls(file, call_id, block, answered) VALUES (?,?,?,?) ON CONFLICT(file, call_id) "
             "DO UPDATE SET block = coalesce(excluded.block, block), answered = excluded.answered",
             [
-                (self.file, call_id, _json(state.calls.get(call_id)), int(call_id in state.answered))
+                (
+                    self.file,
+                    call_id,
+                    _json(scrub_structure(state.calls.get(call_id))),
+                    int(call_id in state.answered),
+                )
                 for call_id in {*state.calls, *state.answered}
             ],
         )

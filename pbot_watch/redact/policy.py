@@ -13,6 +13,7 @@ turned redaction off for their own archive has not agreed to push a key anywhere
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 from pbot_watch.redact.core import holds_secret, redact
@@ -42,6 +43,23 @@ def scrub_json(value: T) -> T:
     if not _enabled:
         return value
     return _walk(value)  # type: ignore[no-any-return]
+
+
+def scrub_structure(value: T) -> T:
+    """A JSON value (a tool call's arguments) redacted as its JSON text reads: ``{"password": "x"}``
+    loses ``x``, which no rule could tell from its string alone. Should a marker break the JSON
+    (a span ending inside an escape), every string is redacted alone instead.
+    """
+    if not _enabled or value is None:
+        return value
+    text = json.dumps(value, ensure_ascii=False)
+    redacted = redact(text)
+    if not redacted.counts:
+        return value
+    try:
+        return json.loads(redacted.text)  # type: ignore[no-any-return]
+    except ValueError:
+        return _walk(value)  # type: ignore[no-any-return]
 
 
 def _walk(value: Any) -> Any:

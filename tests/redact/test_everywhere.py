@@ -71,14 +71,19 @@ def _everything_stored(home: Path, workspace: Path) -> str:
     db = next((home / "state").rglob("search.db"))
     conn = sqlite3.connect(db)
     try:
-        parts += [str(row) for row in conn.execute("SELECT * FROM records")]
-        parts += [str(row) for row in conn.execute("SELECT * FROM node_texts")]
-        parts += [str(row) for row in conn.execute("SELECT * FROM mem_sources")]
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:  # every row of every table, FTS shadow tables too
+            try:
+                parts += [str(row) for row in conn.execute(f'SELECT * FROM "{table}"')]
+            except sqlite3.OperationalError:
+                continue  # a contentless FTS table: its shadow tables are read instead
         parts += [
             unpack(data, bool(packed)) for data, packed in conn.execute("SELECT data, packed FROM mem_texts")
         ]
     finally:
         conn.close()
+    # And the files' bytes as they are: free pages and the -wal file too.
+    parts += [side.read_bytes().decode("utf-8", "replace") for side in db.parent.glob("search.db*")]
     return "\n".join(parts)
 
 
