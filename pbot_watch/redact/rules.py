@@ -143,6 +143,7 @@ _PLACEHOLDER = re.compile(
       | \{[A-Za-z_][\w.]*\}       # {name}: a format string
       | <[^>]*>?                  # <your-token>
       | [*xX.•#-]{3,}             # ****, xxxx, ..., ----
+      | .*(?:\.\.\.|…)             # sk-ant-..., gsk_…: a prefix shown, the rest left out
       | \[redacted:.*             # already redacted
       | (?:your|my|the|example|sample|dummy|fake|test)[-_ ]?(?:password|passwd|secret|token|api[-_]?key|key)s?
     )$""",

@@ -186,4 +186,5 @@ def decoys(seed: int = 11) -> list[str]:
         "class AuthTokenProvider(TokenProvider):\n    api_key_env = 'OPENAI_API_KEY'",
         "ModuleNotFoundError: No module named 'hf_transfer'",
         "[redacted:openai] and password=[redacted:password]",
+        "export ANTHROPIC_API_KEY=sk-ant-...\nexport GROQ_API_KEY=gsk_...\nexport XAI_API_KEY=xai-…",
     ]
