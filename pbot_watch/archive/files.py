@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
+from pbot_watch.archive.provenance import with_provenance, without_provenance
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
@@ -78,6 +79,8 @@ class ArchiveStore:
     central: Path | None = None
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    provenance: tuple[str, str] | None = None
+    """(machine, user) labels for the records this store creates (``archive/provenance.py``)."""
     _folders: dict[Path, _Folder] = field(default_factory=dict)
     _records: OrderedDict[Path, tuple[FileStamp | None, dict[str, Any]]] = field(default_factory=OrderedDict)
     _writer: ThreadPoolExecutor | None = None
@@ -211,12 +214,18 @@ class ArchiveStore:
             nodes = record.pop("nodes")
             record["workspace"] = workspace
             record["nodes"] = nodes
+        if self.provenance is not None:
+            with_provenance(record, previous, *self.provenance)
         if path is None:
             path = folder / record_file_name(record["id"])
             if path.exists() and read_record(path) is None:
                 # Something unreadable holds our name: keep it aside rather than overwrite it.
                 path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-        elif previous == record:
+        elif previous == record or (
+            # Labels alone are no reason to write: pbot drops them when it rewrites a record,
+            # and the two would take turns putting them back and taking them out.
+            self.provenance is not None and without_provenance(previous or {}) == without_provenance(record)
+        ):
             return "unchanged", path
         self.write(path, record)
         self._folder_wrote(folder, history.session_id, path)

@@ -47,7 +47,10 @@ def index_command(
         raise CommandError(str(error)) from error
     roots = list(settings.sessions) or default_session_roots()
     store = ArchiveStore(
-        central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
+        central=settings.archive,
+        include=tuple(settings.include),
+        exclude=tuple(settings.exclude),
+        provenance=(settings.machine, settings.user),
     )
     try:
         report = _run(roots, store)

@@ -98,7 +98,10 @@ def summarize_command(
         settings, level="debug" if settings.log_level == "debug" else "warning", stream=sys.stderr
     )
     store = ArchiveStore(
-        central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
+        central=settings.archive,
+        include=tuple(settings.include),
+        exclude=tuple(settings.exclude),
+        provenance=(settings.machine, settings.user),
     )
     try:
         report = index_all(settings.sessions, store)

@@ -154,6 +154,13 @@ def record_json_schema() -> dict[str, Any]:
         "title": "Workspace",
         "type": "string",
     }
+    for key, what in (("machine", "machine label"), ("user", "user label")):
+        # Provenance (archive/provenance.py): set when the record is created, then kept.
+        schema["properties"][key] = {
+            "description": f"the {what} of whoever first wrote the record (a label, never a path); optional",
+            "title": key.title(),
+            "type": "string",
+        }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pbot history record"
     return schema

@@ -43,7 +43,7 @@ from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import connect, execute_script, remove, transaction
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
 INDEX_FILE = "search.db"
@@ -69,7 +69,8 @@ CREATE TABLE records(
   name TEXT NOT NULL,
   name_json TEXT,  -- the exact name when it holds a lone surrogate (as node_texts.text_json)
   workspace TEXT,
-  ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL
+  ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+  machine TEXT, user_ TEXT  -- the record's provenance labels (archive/provenance.py), when it has them
 );
 CREATE INDEX records_by_session ON records(session_id);
 CREATE INDEX records_by_folder ON records(folder);
@@ -449,11 +450,15 @@ class SearchIndex:
             *storable(name),
             to_well_formed(workspace),
             *FileStamp.of(st),
+            *(
+                to_well_formed(v) if isinstance(v, str) else None
+                for v in (record.get("machine"), record.get("user"))
+            ),
         )
         if row is None:
             cur = self.conn.execute(
-                "INSERT INTO records(path, folder, id, session_id, name, name_json, workspace, ino, size, mtime_ns) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO records(path, folder, id, session_id, name, name_json, workspace, ino, size, mtime_ns, "
+                "machine, user_) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (str(path), *values),
             )
             rowid = cur.lastrowid
@@ -462,7 +467,7 @@ class SearchIndex:
             rowid = row[0]
             self.conn.execute(
                 "UPDATE records SET folder=?, id=?, session_id=?, name=?, name_json=?, workspace=?, ino=?, size=?, "
-                "mtime_ns=? WHERE rowid=?",
+                "mtime_ns=?, machine=?, user_=? WHERE rowid=?",
                 (*values, rowid),
             )
         self.conn.execute("DELETE FROM records_terms WHERE rowid = ?", (rowid,))

@@ -69,7 +69,8 @@ MIN_TRIGRAM_CHARS = 3
 
 _NODE_COLUMNS = (
     "n.rowid, n.id, n.kind, n.level, t.text, t.text_json, n.from_, n.to_, n.ready, n.completed, "
-    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace, r.name_json, n.capped"
+    "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace, r.name_json, n.capped, "
+    "r.machine, r.user_"
 )
 CAPPED_HEAD = 1 << 16
 """Characters of a capped text read for a preview (100 units of it with whitespace collapsed)."""
@@ -134,6 +135,8 @@ def _brief(row: Sequence[Any]) -> dict[str, Any]:
         "ready": bool(row[8]),
         "completed": bool(row[9]),
         "workspace": row[16],
+        "machine": row[19],
+        "user": row[20],
     }
 
 

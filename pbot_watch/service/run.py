@@ -147,7 +147,10 @@ class Server:
             for warning in self.state.warnings:
                 self.reporter.warn(warning)
             store = ArchiveWriter(
-                central=settings.archive, include=tuple(settings.include), exclude=tuple(settings.exclude)
+                central=settings.archive,
+                include=tuple(settings.include),
+                exclude=tuple(settings.exclude),
+                provenance=(settings.machine, settings.user),
             )
             self.tailer = Tailer(
                 store,

@@ -48,9 +48,10 @@ def summaries(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def without_marks(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as pbot rewrites it: summary nodes carry only pbot's fields."""
+    """The record as pbot rewrites it: summary nodes carry only pbot's fields, and the record no
+    provenance (pbot keeps only id, sessionId, name and nodes; pbot-watch does not put it back)."""
     nodes = [{k: v for k, v in n.items() if k != SUMMARIZER_FIELD} for n in record["nodes"]]
-    return {**record, "nodes": nodes}
+    return {**{k: v for k, v in record.items() if k not in ("machine", "user")}, "nodes": nodes}
 
 
 class Workspace:
