@@ -80,7 +80,11 @@ def _brief(row: Sequence[Any], text: str | None = None) -> dict[str, Any]:
 
 
 class _Where:
-    """The filters every team query shares: session, workspace name, machine, user, time range."""
+    """The filters every team query shares: session, workspace name, machine, user, time range.
+
+    Every clause is on the node row (the record's own filters as a semi-join), so a count
+    reads only the nodes, and a page joins its records for its twenty rows alone.
+    """
 
     def __init__(
         self,
@@ -93,19 +97,24 @@ class _Where:
     ) -> None:
         self.clauses = ["n.from_ms IS NOT NULL", "n.to_ms IS NOT NULL"]
         self.params: dict[str, Any] = {}
+        records: list[str] = []
         if session_id is not None:
-            self.clauses.append("r.session_id = %(session_id)s")
+            records.append("session_id = %(session_id)s")
             self.params["session_id"] = pg_text(session_id)[0]
         if workspace is not None:
             # The team knows workspaces by name: a path given here means its folder's name.
-            self.clauses.append("r.workspace = %(workspace)s")
+            records.append("workspace = %(workspace)s")
             self.params["workspace"] = Path(str(workspace).rstrip("/\\")).name or str(workspace)
         if machine is not None:
-            self.clauses.append("r.machine = %(machine)s")
+            records.append("machine = %(machine)s")
             self.params["machine"] = machine
         if user is not None:
-            self.clauses.append("r.os_user = %(user)s")
+            records.append("os_user = %(user)s")
             self.params["user"] = user
+        if records:
+            self.clauses.append(
+                f"n.record_id IN (SELECT record_id FROM pbot_records WHERE {' AND '.join(records)})"
+            )
         if after != -math.inf:
             self.clauses.append("n.to_ms >= %(after)s")
             self.params["after"] = after
@@ -115,6 +124,27 @@ class _Where:
 
     def sql(self, *extra: str) -> str:
         return " AND ".join([*self.clauses, *extra])
+
+    def count(self, conn: psycopg.Connection, *extra: str) -> int:
+        return int(_one(conn, f"SELECT count(*) FROM pbot_nodes n WHERE {self.sql(*extra)}", self.params))
+
+    def page(
+        self,
+        conn: psycopg.Connection,
+        extra: Sequence[str],
+        offset: int,
+        limit: int,
+        order: str = "n.to_ DESC, n.id",
+    ) -> list[Any]:
+        """A page of rows (``_COLUMNS``) in ``order``; the records joined after the page is cut."""
+        inner = order.replace("score", "ts_rank(n.terms, %(q)s::tsquery)")
+        score = ", ts_rank(n.terms, %(q)s::tsquery) AS score" if "score" in order else ""
+        sql = (
+            f"SELECT {_COLUMNS}{', n.score' if score else ''} FROM (SELECT n.*{score} FROM pbot_nodes n "
+            f"WHERE {self.sql(*extra)} ORDER BY {inner} LIMIT %(limit)s OFFSET %(offset)s) n "
+            f"JOIN pbot_records r ON r.record_id = n.record_id ORDER BY {order}"
+        )
+        return conn.execute(sql, {**self.params, "limit": limit, "offset": offset}).fetchall()
 
 
 def _check_page(offset: int, limit: int, maximum: int, what: str) -> None:
@@ -152,12 +182,8 @@ def team_search(
         # One or two CJK characters are a term of the vector: it narrows, LIKE decides.
         where.params["token"] = tsquery_of([needle])
         clauses.insert(1, "(n.terms @@ %(token)s::tsquery OR n.capped)")
-    sql = where.sql(*clauses)
-    total = int(_one(conn, f"SELECT count(*) FROM {_FROM} WHERE {sql}", where.params))
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM {_FROM} WHERE {sql} ORDER BY n.to_ DESC, n.id LIMIT %(limit)s OFFSET %(offset)s",
-        {**where.params, "limit": limit, "offset": offset},
-    ).fetchall()
+    total = where.count(conn, *clauses)
+    rows = where.page(conn, clauses, offset, limit)
     matches = []
     for row in rows:
         text = _exact(row[4], row[5])
@@ -191,12 +217,9 @@ def _listing(
     conn: psycopg.Connection, query: str, match: MatchMode, where: _Where, offset: int, limit: int
 ) -> SearchResult:
     """No query: the session nodes, newest first (a record's session node has the record's id)."""
-    sql = where.sql("n.kind = 'session'", "n.id = n.record_id")
-    total = int(_one(conn, f"SELECT count(*) FROM {_FROM} WHERE {sql}", where.params))
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM {_FROM} WHERE {sql} ORDER BY n.to_ DESC, n.id LIMIT %(limit)s OFFSET %(offset)s",
-        {**where.params, "limit": limit, "offset": offset},
-    ).fetchall()
+    clauses = ["n.kind = 'session'", "n.id = n.record_id"]
+    total = where.count(conn, *clauses)
+    rows = where.page(conn, clauses, offset, limit)
     matches = [_match(conn, row, _exact(row[4], row[5]), "", None) for row in rows]
     conn.rollback()
     return _result(query, match, matches, total, offset, limit)
@@ -207,18 +230,14 @@ def _terms(conn: psycopg.Connection, query: str, where: _Where, offset: int, lim
     if not wanted:
         return _result(query, "terms", [], 0, offset, limit)
     where.params["q"] = tsquery_of(wanted)
-    sql = where.sql("n.searchable", "n.terms @@ %(q)s::tsquery")
-    total = int(_one(conn, f"SELECT count(*) FROM {_FROM} WHERE {sql}", where.params))
-    rows = conn.execute(
-        f"SELECT {_COLUMNS}, ts_rank(n.terms, %(q)s::tsquery) AS score FROM {_FROM} WHERE {sql} "
-        "ORDER BY score DESC, n.to_ DESC, n.id LIMIT %(limit)s OFFSET %(offset)s",
-        {**where.params, "limit": limit, "offset": offset},
-    ).fetchall()
+    clauses = ["n.searchable", "n.terms @@ %(q)s::tsquery"]
+    total = where.count(conn, *clauses)
+    rows = where.page(conn, clauses, offset, limit, order="score DESC, n.to_ DESC, n.id")
     best = rows[0][-1] if rows and offset == 0 else None
     if best is None and rows:
         best = _one(
             conn,
-            f"SELECT max(ts_rank(n.terms, %(q)s::tsquery)) FROM {_FROM} WHERE {sql}",
+            f"SELECT max(ts_rank(n.terms, %(q)s::tsquery)) FROM pbot_nodes n WHERE {where.sql(*clauses)}",
             where.params,
         )
     matches = []
