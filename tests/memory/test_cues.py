@@ -266,6 +266,40 @@ class TestOnlyToolWork:
         assert [] == work.cues().lines
 
 
+OWN_TOOLS = [
+    "history_search",
+    "history_read",
+    "search_memory",
+    "recall_memory",
+    "mcp__pbot_watch__history_search",
+    "mcp__pbot_watch__search_memory",
+]
+
+
+class TestNoSelfEcho:
+    def test_own_tools_are_no_cue(self, work: Work) -> None:
+        """pbot-watch's own tools, native or over MCP, are the model looking at memory, not work."""
+        real = work.run("npm test", "FAIL budget zqxecho over limit\n", error=True)
+        for name in OWN_TOOLS:
+            work.tool(name, {"query": "zqxecho"}, "Conversation history (records of past Pi sessions: …)")
+        work.compact()
+        assert [real] == [line.handle for line in work.cues().lines]
+
+    def test_memory_search_never_returns_its_own_traffic(self, work: Work, tmp_path: Path) -> None:
+        """Earlier searches and recalls, their results, and the call in flight are no hit: the real failure is."""
+        real = work.run("npm test", "FAIL budget zqxecho over limit\n", error=True)
+        for name in OWN_TOOLS:
+            work.tool(name, {"query": "zqxecho"}, "1 hit: toolResult bash(npm test) ✗ FAIL budget zqxecho")
+        # The search being answered now: its call is in the file, its result is not yet.
+        work.w.assistant(None, calls=[("call-now", "search_memory", {"query": "zqxecho"})], id="a-now")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [work.path.parent])
+            hits = search_memory(index, "zqxecho").hits
+            listed = search_memory(index, "", limit=50).hits
+        assert [work.long(real)] == [hit.handle for hit in hits]
+        assert not [hit for hit in listed if any(name in hit.label for name in OWN_TOOLS)]
+
+
 class TestBatches:
     def test_no_compaction_no_cues(self, work: Work) -> None:
         """Before the first compaction on the branch the cue state is empty."""
