@@ -55,6 +55,14 @@ _STATUS = re.compile(
     r"|Command timed out after (?P<timeout>\d+) seconds.*|Command terminated without an exit code)$"
 )
 """The status line Pi's bash tool appends to a failed command's output."""
+_SUMMARY_LINE = re.compile(
+    r"\b(?:pass(?:ed|es|ing)?|succe(?:ss|ssful|eded)|ok|done|built|compiled|changed|finished|"
+    r"insertions?|deletions?|problems?|warnings?|errors?|tests?|files?)\b",
+    re.IGNORECASE,
+)
+"""A line where a build, test run or git says how it went (``Tests 12 passed (12)``)."""
+SUMMARY_LOOKBACK = 6
+"""Lines from the end searched for such a line: test runners end with timings after it."""
 _PI_NOTE = re.compile(r"^\[Showing (?:lines|last) .*\]$")
 """Pi's note under a truncated output: not what the command said."""
 NO_OUTPUT = "(no output)"
@@ -219,6 +227,16 @@ def error_line(lines: Iterable[str]) -> str | None:
     return None
 
 
+def _summary_line(lines: list[str]) -> str:
+    """A successful command's summary: the last line of its last few that says how it went
+    (after vitest's ``Tests 12 passed`` come the start time and duration), else its last line.
+    """
+    for line in reversed(lines[-SUMMARY_LOOKBACK:]):
+        if _SUMMARY_LINE.search(line):
+            return line
+    return lines[-1]
+
+
 def issue_count(lines: Iterable[str]) -> int:
     return sum(1 for line in lines if _CODE_FRAME.search(line) is None and ISSUE_LINE.search(line))
 
@@ -276,7 +294,7 @@ def outcome(
         first = error_line(said) or (said[0] if said else "")
         issues = issue_count(said)
     else:
-        first = (said[-1] if command else said[0]) if said else ""
+        first = (_summary_line(said) if command else said[0]) if said else ""
         issues = 0
     first = cut_words(place.relative(first), ERROR_CHARS if failed else OUTCOME_CHARS)
     text = f"{note}: {first}" if note and first else note or first

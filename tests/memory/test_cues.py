@@ -183,6 +183,14 @@ class TestShortLines:
         )
         assert "throw new Error" not in line
 
+    def test_a_passing_command_shows_its_summary_line(self, deep: Work) -> None:
+        """A successful command shows the line of its last ones that says how it went, not its timings."""
+        deep.run(
+            "npm test",
+            " ✓ src/a.test.ts (12 tests)\n Tests  12 passed (12)\n Start at  10:41:07\n Duration  1.2s\n",
+        )
+        assert "bash(npm test) → Tests 12 passed (12) [4 lines]" in only_line(deep)
+
     def test_outcomes_are_cut_between_words(self, deep: Work) -> None:
         """A long outcome line keeps its head and tail, never half a word."""
         words = [f"word{i}" for i in range(60)]
