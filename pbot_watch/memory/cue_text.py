@@ -190,7 +190,11 @@ def cut_command(command: str, limit: int = CALL_CHARS) -> str:
     keep = [False] * len(words)
     room = limit
     for level in range(4):
-        for at, word in enumerate(words):
+        # Arguments longest first: a name (a module, a test, a file) tells calls apart more than
+        # the short words around it (``-m "fix the … rules"`` keeps the name, not "the").
+        order = sorted(range(len(words)), key=lambda at: -len(words[at])) if level == 2 else range(len(words))
+        for at in order:
+            word = words[at]
             if rank[at] == level and not keep[at]:
                 cost = len(word) + 1
                 if cost <= room:
