@@ -186,6 +186,13 @@ class _Event:
     """The keys of the events this line stands for (its own included)."""
     full_tokens: int = 0
     brief_tokens: int = 0
+    measured: bool = False
+    """The token counts are the counter's; until then they are UTF-8 lengths, a bound above them
+    (a token is at least a byte): a block that fits by the bound is never tokenized line by line."""
+
+    def __post_init__(self) -> None:
+        self.full_tokens = len(self.text("full").encode("utf-8", "surrogatepass")) + 1
+        self.brief_tokens = len(self.text("brief").encode("utf-8", "surrogatepass")) + 1
 
     def text(self, stage: CueStage, day: str | None = None) -> str:
         """The line as shown; ``day`` is the date to show before the time (``None``: the same day)."""
@@ -420,6 +427,9 @@ def _collapse(events: list[_Event]) -> list[_Event]:
             kept.count += 1
             kept.members.append(event.key)
     out.reverse()
+    for event in out:
+        if event.count > 1:
+            event.__post_init__()  # the bound grows by the " ×N"
     return out
 
 
@@ -465,6 +475,7 @@ def _measure(events: list[_Event], count: TokenCounter) -> None:
     counted = count(texts)
     for at, event in enumerate(events):
         event.full_tokens, event.brief_tokens = counted[2 * at] + 1, counted[2 * at + 1] + 1
+        event.measured = True
 
 
 @dataclass
@@ -480,6 +491,14 @@ class _Block:
     days: dict[str, int] = field(default_factory=dict)
     """Lines of each day in the block."""
     day_tokens: dict[str, int] = field(default_factory=dict)
+    counted_days: set[str] = field(default_factory=set)
+
+    def measure(self, count: TokenCounter) -> None:
+        """Count the lines (and dates) still measured by their bound."""
+        _measure([line.event for line in self.lines.values() if not line.event.measured], count)
+        days = sorted(day for day in self.days if day not in self.counted_days)
+        self.day_tokens.update(zip(days, count([f"{day} " for day in days]), strict=True))
+        self.counted_days.update(days)
 
     def tokens(self) -> int:
         return (
@@ -489,6 +508,7 @@ class _Block:
         )
 
     def add(self, line: _Line) -> None:
+        self.day_tokens.setdefault(line.event.day, len(line.event.day) + 1)
         self.lines[line.event.key] = line
         self.days[line.event.day] = self.days.get(line.event.day, 0) + 1
 
@@ -510,13 +530,16 @@ def _fade_order(line: _Line) -> tuple[bool, int, int, int, int]:
     )
 
 
-def _relieve(block: _Block, limit: int, candidates: Iterable[_Line]) -> None:
+def _relieve(block: _Block, limit: int, candidates: Iterable[_Line], count: TokenCounter) -> None:
     """Fade ``candidates`` until the block fits ``limit``: every success before any failure.
 
     Within each group the oldest, then the fastest-fading, go first, one stage at a time
     (full to brief, brief to out), as pi-echo fades them. A failure is the evidence the model
     most needs later, whatever batch it left with: a success, even a new one, yields first.
     """
+    if block.tokens() <= limit:
+        return
+    block.measure(count)
     tokens = block.tokens()
     if tokens <= limit:
         return
@@ -630,15 +653,12 @@ def compute_cues(
         new = [e for e in events if e.position < boundary and e.key not in entered]
         entered.update(e.key for e in new)
         fresh = _collapse(new)
-        _measure(fresh, count)
-        days = sorted({e.day for e in fresh} - set(block.day_tokens))
-        block.day_tokens.update(zip(days, count([f"{day} " for day in days]), strict=True))
         for event in fresh:
             block.add(_Line(event, batch, batch, cue_class=event.class_at(at)))
             line_of.update(dict.fromkeys(event.members, event.key))
-        _relieve(block, reference, [x for x in lines.values() if x.born < batch and not x.protected])
+        _relieve(block, reference, [x for x in lines.values() if x.born < batch and not x.protected], count)
         if max_tokens is not None:
-            _relieve(block, max_tokens, lines.values())
+            _relieve(block, max_tokens, lines.values(), count)
         previous = at
     ordered = sorted(lines.values(), key=lambda line: (line.event.position, line.event.order))
     text = _render(ordered, len(compactions))
