@@ -14,6 +14,18 @@ Run by hand::
     python bench/cues.py                 # 20 MB
     python bench/cues.py --size-mb 2 --json
 
+What the block costs is measured on a session the real Pi wrote (``bench/pi_long_session.py``
+writes one: hundreds of tool calls, several compactions, absolute paths, long commands)::
+
+    python bench/cues.py --pi-session /tmp/pi-long.jsonl [--before DIR] [--window 200000 ...]
+
+For each compaction, the block the next request carries (the cues of the branch at that
+compaction): its tokens by the Anthropic tokenizer litellm ships and by Pi's characters / 4,
+its lines, tokens per line, the tokens of the handles, the block over the compaction's own
+summary, and whether every failure of the newest batch is a full line naming its call and
+what went wrong. ``--before DIR`` computes the same blocks with the code in DIR (a checkout,
+e.g. ``git archive <commit> pbot_watch | tar -x -C DIR``) in a subprocess, and prints both.
+
 ``measure(size_mb)`` returns the same figures for other benches (``bench/pi_tools.py``). Figures
 are printed, never asserted.
 """
@@ -208,13 +220,141 @@ def measure(
         }
 
 
+# ---- what the block costs, on a session the real Pi wrote ------------------------------------
+
+BLOCKS = """
+import inspect, json, sys
+from pbot_watch.memory.cues import compute_cues
+from pbot_watch.pi.entries import SessionReader
+path, windows = sys.argv[1], json.loads(sys.argv[2])
+reader = SessionReader()
+entries = reader.feed(open(path, "rb").read())
+extra = {"cwd": reader.header.workspace} if "cwd" in inspect.signature(compute_cues).parameters else {}
+compactions = [e for e in entries if e.get("type") == "compaction"]
+out = []
+for window in windows:
+    for n, compaction in enumerate(compactions, 1):
+        state = compute_cues(entries, session_id=reader.header.id, leaf=compaction["id"], context_window=window, **extra)
+        out.append({"window": window, "batch": n, "summary": compaction.get("summary") or "", "text": state.text,
+                    "lines": [[x.text, x.cue_class, x.stage, x.batch] for x in state.lines]})
+print(json.dumps(out))
+"""
+"""Run with the code to measure first on ``sys.path``: the blocks of each compaction, as JSON."""
+
+
+def blocks_with(code: Path | None, session: Path, windows: list[int]) -> list[dict[str, Any]]:
+    """The cue blocks of ``session`` computed by the code in ``code`` (default: this checkout)."""
+    import os
+    import subprocess
+    import sys
+
+    root = code or Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    # Run outside any checkout, so that the folder on PYTHONPATH is the code measured.
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKS, str(session.resolve()), json.dumps(windows)],
+        capture_output=True, text=True, check=True, env=env, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    return list(json.loads(done.stdout))
+
+
+def _failure_named(line: str) -> bool:
+    """A full failure line names its call and says what went wrong after the mark."""
+    call, _, rest = line.partition("(")
+    outcome = rest.split("✗", 1)[1] if "✗" in rest else ""
+    said = outcome.rsplit(" [", 1)[0].strip(" →")
+    return bool(call.split()[-1]) and len(said.split()) >= 2
+
+
+def cost(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per block: tokens (tokenizer and Pi's), lines, tokens per line and of handles, ÷ summary."""
+    from pbot_watch.memory.cue_tokens import count_tokens, pi_estimate
+
+    rows = []
+    widest = max(b["window"] for b in blocks)
+    all_failures = {
+        b["batch"]: sum(1 for _t, c, _s, n in b["lines"] if c == "failure" and n == b["batch"])
+        for b in blocks
+        if b["window"] == widest
+    }
+    for block in blocks:
+        lines = [x[0] for x in block["lines"]]
+        counted = count_tokens(
+            [block["text"], block["summary"], *lines, *(x.rsplit(" ", 1)[0] for x in lines)]
+        )
+        tokens, summary = counted[0], counted[1]
+        per_line = counted[2 : 2 + len(lines)]
+        handles = sum(a - b for a, b in zip(per_line, counted[2 + len(lines) :], strict=True))
+        newest = [x for x in block["lines"] if x[1] == "failure" and x[3] == block["batch"]]
+        rows.append(
+            {
+                "window": block["window"],
+                "batch": block["batch"],
+                "lines": len(lines),
+                "tokens": tokens,
+                "pi tokens": pi_estimate(block["text"]),
+                "chars": len(block["text"]),
+                "tokens/line": round(sum(per_line) / len(lines), 1) if lines else 0,
+                "handle tokens": handles,
+                "summary tokens": summary,
+                "block/summary": round(tokens / summary, 2) if summary else None,
+                "newest failures": f"{sum(1 for x in newest if x[2] == 'full' and _failure_named(x[0]))}"
+                f"/{all_failures.get(block['batch'], len(newest))}",
+            }
+        )
+    return rows
+
+
+def pi_session_report(session: Path, windows: list[int], before: Path | None) -> dict[str, Any]:
+    """The cost of each block after the code here, and before it with ``before``'s code."""
+    report: dict[str, Any] = {"after": cost(blocks_with(None, session, windows))}
+    if before is not None:
+        report["before"] = cost(blocks_with(before, session, windows))
+    return report
+
+
+def print_pi_report(report: dict[str, Any]) -> None:
+    from pbot_watch.memory.cue_tokens import counter_name
+
+    print(f"tokens: {counter_name()}; pi tokens: characters / 4")
+    keys = list(report["after"][0])
+    for name in ("before", "after"):
+        if name not in report:
+            continue
+        print(f"\n{name}:")
+        print("  ".join(f"{k:>14}" for k in keys))
+        for row in report[name]:
+            print("  ".join(f"{row[k]!s:>14}" for k in keys))
+    if "before" in report:
+        print("\nafter / before, tokens (tokenizer) and pi tokens:")
+        for old, new in zip(report["before"], report["after"], strict=True):
+            ratio = new["tokens"] / old["tokens"] if old["tokens"] else 0
+            pi_ratio = new["pi tokens"] / old["pi tokens"] if old["pi tokens"] else 0
+            print(
+                f"  window {new['window']:>7} batch {new['batch']}: {old['tokens']:>6} -> {new['tokens']:>6} "
+                f"tokens ({1 - ratio:.0%} fewer), {old['pi tokens']:>6} -> {new['pi tokens']:>6} by chars/4 "
+                f"({1 - pi_ratio:.0%} fewer)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--pi-session", type=Path, help="measure the cost of the blocks of this session instead"
+    )
+    parser.add_argument("--before", type=Path, help="with --pi-session: also with the code in this folder")
+    parser.add_argument(
+        "--window", type=int, action="append", help="context windows (default 200000, 128000, 32000)"
+    )
     parser.add_argument("--size-mb", type=float, default=20)
     parser.add_argument("--batch-kb", type=int, default=500, help="session bytes between compactions")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.pi_session is not None:
+        report = pi_session_report(args.pi_session, args.window or [200_000, 128_000, 32_000], args.before)
+        print(json.dumps(report)) if args.json else print_pi_report(report)
+        return
     figures = measure(args.size_mb, args.batch_kb, args.repeat)
     if args.json:
         print(json.dumps(figures))

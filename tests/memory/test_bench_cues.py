@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import runpy
 
-from tests.support.paths import REPO
+from tests.support.paths import FIXTURES, REPO
 
 
 def test_cues_bench_reports_its_figures() -> None:
@@ -14,3 +14,26 @@ def test_cues_bench_reports_its_figures() -> None:
     assert {"session", "parse s", "cues s", "total s", "batch", "lines", "block tokens"} == set(figures)
     assert figures["batch"] == figures["session"]["compactions"] > 0
     assert figures["lines"] > 0
+
+
+def test_cost_report_on_a_pi_written_session() -> None:
+    """--pi-session: per compaction of a file the real Pi wrote, the block's tokens by both counts."""
+    bench = runpy.run_path(str(REPO / "bench" / "cues.py"))
+    path = FIXTURES / "real-v3" / "03-tour-kitchen-sink.jsonl"
+    report = bench["pi_session_report"](path, [128_000], None)
+    (row,) = report["after"]
+    assert {
+        "window",
+        "batch",
+        "lines",
+        "tokens",
+        "pi tokens",
+        "chars",
+        "tokens/line",
+        "handle tokens",
+        "summary tokens",
+        "block/summary",
+        "newest failures",
+    } == set(row)
+    assert (128_000, 1, 1) == (row["window"], row["batch"], row["lines"])
+    assert row["tokens"] > row["handle tokens"] > 0
