@@ -12,13 +12,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
+from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.display import plural
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
+from pbot_watch.pi.entries import SessionHeader
 from pbot_watch.sources import SessionTail, WholeDigest, iter_session_files, read_header
 
 # New bytes are read in one piece up to this size (the common case: one read, one feed).
@@ -55,12 +57,32 @@ class SyncResult:
 
 
 @dataclass
+class EntriesRead:
+    """The entries one read of a session file parsed, for a consumer other than the record.
+
+    ``start`` is where they begin in the file (0: the file from its start, replacing what was
+    held for it), ``cursor`` where reading left it, ``stamp`` the file as it was read (its size
+    is where reading stopped when a budget left bytes for later).
+    """
+
+    path: Path
+    header: SessionHeader
+    start: int
+    entries: list[dict[str, Any]]
+    cursor: Cursor
+    stamp: FileStamp
+
+
+@dataclass
 class Indexer:
     store: ArchiveStore
     files: dict[Path, Tracked] = field(default_factory=dict)
     on_record: Callable[[Path, str], None] | None = None
     # Called with each piece's size as it is parsed: the service's proof that reading progresses.
     on_progress: Callable[[int], None] | None = None
+    # Called with the entries of each read that parsed some: the service hands them to raw
+    # memory, so an append is decoded once for the record and for raw memory.
+    on_entries: Callable[[EntriesRead], None] | None = None
 
     def sync(self, path: Path) -> SyncResult:
         """Bring ``path``'s record up to date with the file; never raises for bad input."""
@@ -103,12 +125,14 @@ class Indexer:
             tracked.cursor = refreshed or tracked.cursor
             return SyncResult(path, "idle", tracked.session_id, tracked.workspace)
         state = tracked.state
-        start = state.reader.consumed + state.reader.lines.pending
+        first = state.reader.consumed  # where the first entry parsed now begins
+        start = first + state.reader.lines.pending
         added = 0
+        sink: list[dict[str, Any]] | None = [] if self.on_entries is not None else None
 
         def parse(chunk: bytes) -> None:
             nonlocal added
-            added += state.feed(chunk)
+            added += state.feed(chunk, sink)
 
         bytes_read = tail.feed(start, parse, budget, WHOLE_READ, self.on_progress)
         offset = state.reader.consumed
@@ -120,6 +144,11 @@ class Indexer:
             result.outcome = "not-session" if state.reader.not_session or offset > 0 else "empty"
             return result
         assert state.header is not None
+        if self.on_entries is not None and sink is not None and (bytes_read or decision == "reread"):
+            stamp = FileStamp.of(tail.st)
+            if result.more:
+                stamp = stamp._replace(size=start + bytes_read)
+            self.on_entries(EntriesRead(path, state.header, first, sink, tracked.cursor, stamp))
         tracked.session_id = state.header.id
         tracked.workspace = state.header.workspace
         result.session_id, result.workspace = tracked.session_id, tracked.workspace

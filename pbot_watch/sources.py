@@ -256,7 +256,8 @@ class SessionTail:
     ) -> int:
         """Read bytes from ``start`` (up to ``budget`` of them) in pieces into ``parse``; how many were read.
 
-        A file truncated while it is read ends the reading early: its next plan sees it.
+        ``parse`` returning ``False`` stops the reading (a file found to be no session). A file
+        truncated while it is read ends the reading early: its next plan sees it.
         """
         end = self.size if budget is None else min(self.size, start + budget)
         offset = start
@@ -265,9 +266,11 @@ class SessionTail:
             if not chunk:
                 break
             offset += len(chunk)
-            parse(chunk)
+            go_on = parse(chunk)
             if on_piece is not None:
                 on_piece(len(chunk))
+            if go_on is False:
+                break
         return offset - start
 
     def cursor(self, offset: int, whole: WholeDigest | None = None) -> Cursor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pbot_watch.history.jstext import collapsed_head
 from pbot_watch.history.nodes import SessionHistory
@@ -29,14 +30,20 @@ class SessionFile:
     tree: SessionTree = field(default_factory=SessionTree)
     bytes_parsed: int = 0
 
-    def feed(self, chunk: bytes) -> int:
-        """Consume bytes; return how many entries were added."""
+    def feed(self, chunk: bytes, sink: list[dict[str, Any]] | None = None) -> int:
+        """Consume bytes; return how many entries were added.
+
+        ``sink`` collects the entries too, for another consumer of the same bytes (raw memory
+        in the service): the file is then decoded once for both.
+        """
         self.bytes_parsed += len(chunk)
         add = self.tree.add
         added = 0
         for entry, links in self.reader.feed_links(chunk):
             add(entry, links)
             added += 1
+            if sink is not None:
+                sink.append(entry)
         return added
 
     @property

@@ -32,7 +32,7 @@ from typing import Any
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
-from pbot_watch.pi.cursor import Cursor
+from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
@@ -410,6 +410,24 @@ def sync_memory_file(index: SearchIndex, path: Path, report: MemorySync | None =
             return _read(index, path, tail, None, report) or known is not None
 
 
+def memory_plan(index: SearchIndex, path: Path) -> Plan | None:
+    """What raw memory would read of ``path`` now (its own cursor's plan); ``None`` when it holds no cursor for it.
+
+    Costs a ``stat`` and the cursor's two windows. The service asks before storing a whole file
+    it read from its start: raw memory that already holds that file (a query read it) only needs
+    what was appended, not the whole file stored again.
+    """
+    ensure_memory_tables(index)
+    known = _known(index, path)
+    if known is None:
+        return None
+    try:
+        with SessionTail(path) as tail:
+            return tail.plan(known.cursor, whole=False)[0]
+    except OSError:
+        return None
+
+
 def _read(
     index: SearchIndex, path: Path, tail: SessionTail, known: _Known | None, report: MemorySync
 ) -> bool:
@@ -422,15 +440,16 @@ def _read(
     report.files_read += 1
     writer: _FileWriter | None = None
 
-    def parse(data: bytes) -> None:
+    def parse(data: bytes) -> bool:
         nonlocal writer
         report.bytes_read += len(data)
         entries = reader.feed(data)
         if reader.not_session or reader.header is None:
-            return
+            return not reader.not_session
         if writer is None:
             writer = _FileWriter(index, path, reader.header.id, start)
         writer.feed(entries)
+        return True
 
     tail.feed(start, parse, piece=READ_BYTES)
     if reader.header is None or reader.not_session:
@@ -569,3 +588,12 @@ def optimize_memory(index: SearchIndex) -> None:
 def count_sources(index: SearchIndex) -> int:
     ensure_memory_tables(index)
     return int(index.conn.execute("SELECT count(*) FROM mem_sources").fetchone()[0])
+
+
+def held_stamps(index: SearchIndex) -> dict[Path, FileStamp]:
+    """Each session file raw memory holds, with its stamp when raw memory last read it."""
+    ensure_memory_tables(index)
+    return {
+        Path(path): FileStamp(ino, size, mtime_ns)
+        for path, ino, size, mtime_ns in index.conn.execute("SELECT path, ino, size, mtime_ns FROM mem_files")
+    }

@@ -1,7 +1,7 @@
 """Where the service's extensions are assembled; each part adds its own lines here.
 
-``pbot-watch run`` calls ``build_extensions`` once at startup. The search index and raw memory add a
-``RecordListener`` each, the summary engine an ``IdleWorker`` and a ``"summaries"`` status
+``pbot-watch run`` calls ``build_extensions`` once at startup. The search index adds a
+``RecordListener``, raw memory an ``EntriesFollower``, the summary engine an ``IdleWorker`` and a ``"summaries"`` status
 provider (see ``pbot_watch.service.hooks`` for the contracts).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pbot_watch.memory.listener import MemoryListener
+from pbot_watch.memory.listener import MemoryFollower
 from pbot_watch.search.held import HeldIndex
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 
@@ -22,8 +22,10 @@ def build_extensions(context: ServiceContext) -> Extensions:
     # append finds it without refreshing first. Opened lazily on the listener thread (SQLite
     # connections stay on the thread that made them).
     extensions.listeners.append(SearchListener(settings.state_dir))
-    # Raw memory: the session files queries read are followed as they grow (memory/listener.py).
-    extensions.listeners.append(MemoryListener(settings.state_dir))
+    # Raw memory: built and kept from the entries the service parses (memory/listener.py).
+    memory = MemoryFollower(settings.state_dir)
+    extensions.followers.append(memory)
+    extensions.status_providers["memory"] = memory.status
 
     # Summaries: the idle worker, the folders it learns from written records, and its status.
     from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415 - built only for `run`

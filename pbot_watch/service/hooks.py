@@ -11,6 +11,14 @@ Three kinds of extension, all wired in ``pbot_watch.service.extensions.build_ext
     record stays written; a stop may drop queued records, so listeners must be able to catch up
     from the archive (the search index does, by ``stat``, before each query).
 
+``EntriesFollower``
+    Called with the entries of every read of a session file (``indexer.EntriesRead``), on the
+    reading thread, before the read's record is written: what it keeps is current when the
+    record is. Raw memory is one (``memory/listener.py``): an append is decoded once for the
+    record and for it. At start it names the files it does not hold as they are (``stale``),
+    which the catch-up reads for it (``sync``), newest first. An exception is logged and shown
+    in status; the record is written all the same.
+
 ``IdleWorker``
     Run on its own thread once the person has been idle (no append to any watched session) for
     ``settings.idle_seconds``. The service sets ``cancel`` the moment a new append is seen and
@@ -35,10 +43,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: this module stays free of imports (``status`` is light)
+    from pbot_watch.archive.stamp import FileStamp
     from pbot_watch.config import Settings
+    from pbot_watch.indexer import EntriesRead
 
 RecordListener = Callable[[Path, str], None]
 """``listener(record_path, session_id)`` after a record was written."""
+
+
+class EntriesFollower(Protocol):
+    """Fed the entries of every read; catches up by itself on the files it lacks at start."""
+
+    def __call__(self, read: EntriesRead) -> None: ...
+
+    def stale(self, stamps: dict[Path, FileStamp]) -> list[Path]: ...
+
+    def sync(self, path: Path) -> int: ...
+
 
 StatusProvider = Callable[[], dict[str, Any]]
 """Returns a small JSON-able dict embedded in the status file."""
@@ -74,5 +95,6 @@ class ServiceContext:
 @dataclass
 class Extensions:
     listeners: list[RecordListener] = field(default_factory=list)
+    followers: list[EntriesFollower] = field(default_factory=list)
     idle_worker: IdleWorker = field(default_factory=NoIdleWork)
     status_providers: dict[str, StatusProvider] = field(default_factory=dict)

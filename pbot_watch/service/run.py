@@ -26,7 +26,9 @@ import structlog
 from pbot_watch import __version__
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
 from pbot_watch.archive.locations import exclusion
+from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.config import Settings
+from pbot_watch.indexer import EntriesRead
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.hooks import Extensions, ServiceContext
@@ -159,6 +161,7 @@ class Server:
                 self.listeners.written,
                 self.reporter.error,
                 on_progress=self.progressed,
+                on_entries=self._entries_read if self.extensions.followers else None,
             )
             self.listeners.start()
             self.watcher = Watcher(settings.sessions, self.changes, settings.poll, settings.poll_seconds)
@@ -185,13 +188,17 @@ class Server:
         now = time.monotonic()
         for path in todo:
             self.schedule.mark_overdue(path, now)
-        self.catch_up = CatchUp({path: self._snapshot[path].size for path in todo})
+        self.catch_up = CatchUp(
+            {path: self._snapshot[path].size for path in todo},
+            memory=self._memory_backlog(todo),
+            searchable=lambda: self.listeners.backlog == 0,
+        )
         self.last_reconcile = time.time()
         self._next_reconcile = now + settings.reconcile_seconds
         log.info(
             "start_scan_finished", files=len(self._snapshot), to_read=len(todo), known=len(self.tailer.known)
         )
-        self.activity = "busy" if todo else "idle"
+        self.activity = "busy" if todo or self.catch_up.pending else "idle"
 
     def _import_legacy(self, store: ArchiveWriter) -> None:
         """personal-bot's old user-level records, copied into their workspaces before any is indexed."""
@@ -206,6 +213,66 @@ class Server:
             if self.reporter.warn(warning):
                 log.warning("legacy_warning", message=warning)
         log.info("legacy_imported", folders=[str(f) for f in folders], records=report.imported)
+
+    def _memory_backlog(self, todo: list[Path]) -> dict[Path, int]:
+        """Session files the start scan will not read whose raw memory is missing or stale, newest first.
+
+        Their records are current, so only raw memory reads them (``EntriesFollower.sync``),
+        after the files that changed: a first start after an upgrade makes every session
+        searchable in raw memory too, without re-reading a byte for the records.
+        """
+        assert self.tailer is not None
+        reading = set(todo)
+        stamps = {
+            path: FileStamp(stat.ino, stat.size, stat.mtime_ns)
+            for path, stat in self._snapshot.items()
+            if path not in reading
+            and not ((known := self.tailer.known.get(path)) is not None and known.session_id is None)
+        }
+        stale: set[Path] = set()
+        for follower in self.extensions.followers:
+            try:
+                stale.update(follower.stale(stamps))
+            except Exception as error:  # a follower's bug must not stop the service
+                log.exception("entries_follower_failed", follower=type(follower).__name__)
+                self.reporter.error(f"{type(follower).__name__} cannot list what it lacks: {error!r}")
+        newest = sorted(stale, key=lambda path: (-self._snapshot[path].mtime_ns, path))
+        return {path: self._snapshot[path].size for path in newest}
+
+    def _entries_read(self, read: EntriesRead) -> None:
+        """The entries of one read, to every follower (raw memory) before the record is written."""
+        for follower in self.extensions.followers:
+            try:
+                follower(read)
+            except Exception as error:  # the record is written all the same
+                log.exception(
+                    "entries_follower_failed", follower=type(follower).__name__, path=str(read.path)
+                )
+                self.reporter.error(f"{type(follower).__name__} failed on {read.path}: {error!r}")
+
+    def _read_for_memory(self) -> None:
+        """Files only raw memory lacks, read a batch at a time once no change waits, newest first."""
+        if self.catch_up is None or self.catch_up.finished is not None:
+            return
+        due = self.catch_up.memory_due()
+        if due and not self.schedule.busy:
+            deadline = time.monotonic() + BATCH_SECONDS
+            for path in due:
+                for follower in self.extensions.followers:
+                    try:
+                        follower.sync(path)
+                    except Exception as error:
+                        log.exception(
+                            "entries_follower_failed", follower=type(follower).__name__, path=str(path)
+                        )
+                        self.reporter.error(f"{type(follower).__name__} failed on {path}: {error!r}")
+                self.catch_up.done([path])
+                self.progressed()
+                self.reporter.changed()
+                if self.should_exit or time.monotonic() > deadline:
+                    break
+        if self.catch_up.check():
+            self._caught_up()
 
     def _excluded(self, workspace: str) -> bool:
         return exclusion(workspace, self.settings.include, self.settings.exclude) is not None
@@ -266,6 +333,7 @@ class Server:
         for root in vanished:
             self.reporter.changed()
             self._accept(Change("folder-gone", root))
+        self._read_for_memory()
         if now >= self._next_reconcile:
             self.reconcile()
         assert self.state is not None

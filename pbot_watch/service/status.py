@@ -53,10 +53,14 @@ class CatchUpInfo(BaseModel):
     bytes_total: int = Field(description="their sizes when the scan saw them")
     bytes_done: int
     started: str
-    finished: str | None = Field(None, description="when the last of them was read; none while catching up")
+    finished: str | None = Field(
+        None, description="when the last of them was read and searchable; none while catching up"
+    )
     seconds: float
     bytes_per_second: int | None = None
     eta_seconds: float | None = Field(None, description="time left at the rate so far; none once caught up")
+    memory_files_total: int = Field(0, description="of files_total, those read for raw memory alone")
+    memory_files_done: int = 0
 
 
 class Status(BaseModel):

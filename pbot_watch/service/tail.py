@@ -29,7 +29,7 @@ import structlog
 
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.history.nodes import SessionHistory
-from pbot_watch.indexer import Indexer, SyncResult
+from pbot_watch.indexer import EntriesRead, Indexer, SyncResult
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import RecordListener
@@ -129,6 +129,7 @@ class Tailer:
         on_error: Callable[[str], None] | None = None,
         memory_budget: int = MEMORY_BUDGET_BYTES,
         on_progress: Callable[[], None] | None = None,
+        on_entries: Callable[[EntriesRead], None] | None = None,
     ) -> None:
         self.store = store
         self.state = state
@@ -137,7 +138,7 @@ class Tailer:
         self.on_record = on_record
         self.on_error = on_error
         self.on_progress = on_progress
-        self.indexer = Indexer(store, on_progress=self._progress)
+        self.indexer = Indexer(store, on_progress=self._progress, on_entries=on_entries)
         self.known: dict[Path, FileState] = {p.path: p for p in state.files()}
         self._by_session: dict[str, set[Path]] = {}
         for known in self.known.values():

@@ -1,8 +1,9 @@
-"""With the service running, raw memory follows a growing session: a query has nothing left to read."""
+"""The service builds raw memory as it catches up and follows every growing session: a query has nothing left to read."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from pbot_watch.memory.index import MemorySync, refresh_memory
 from pbot_watch.search.index import SearchIndex
 from tests.memory.test_index import busy_session, copy_of
 from tests.support.cli import invoke
+from tests.support.pi_sessions import PiSession
 from tests.support.service import ServiceProcess, wait_for
 
 pytestmark = pytest.mark.slow
@@ -58,17 +60,62 @@ class TestTheServiceFollowsRawMemory:
             assert 1 == found["total"]
             assert 0 == service.stop()
 
-    def test_a_session_no_query_read_costs_the_service_nothing(self, tmp_path: Path) -> None:
-        """Raw memory is not built by the service: a session no query covered has no rows after an append."""
+    def test_the_service_builds_raw_memory_from_what_it_parses(self, tmp_path: Path) -> None:
+        """A session no query read is in raw memory once caught up, and an append reaches it with no second read."""
         sessions = tmp_path / "sessions"
         path = sessions / "ws" / "s.jsonl"
         w = busy_session(path, turns=3)
-        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
-            size = path.stat().st_size
-            w.user("one more question", id="late")
-            service.wait_status(
-                lambda s: s.activity == "idle" and s.listener_backlog == 0 and s.bytes_parsed_total > size,
-                "the append to reach the listeners",
+        with ServiceProcess([sessions], tmp_path / "archive").start(wait=False) as service:
+            db = service.state_dir / "search.db"
+            status = service.wait_status(
+                lambda s: s.catch_up is not None and s.catch_up.finished is not None, "the catch-up"
             )
-            assert memory_offset(service.state_dir / "search.db", path) is None
+            assert path.stat().st_size == memory_offset(db, path)  # caught up means searchable
+            seen = [status.extensions["memory"]]
+            for n in range(2):  # the file is dropped from memory once caught up, then held as it grows
+                w.user(f"question {n} after the catch-up", id=f"late{n}")
+                size = path.stat().st_size
+                status = service.wait_status(
+                    lambda s: memory_offset(db, path) == size and s.extensions["memory"] != seen[-1],  # noqa: B023
+                    "raw memory to hold the append",
+                )
+                seen.append(status.extensions["memory"])
+            # The second append was decoded once, for the record and raw memory both.
+            assert (seen[1]["reads_fed"] + 1, seen[1]["bytes_read_itself"]) == (
+                seen[2]["reads_fed"],
+                seen[2]["bytes_read_itself"],
+            )
+            report = MemorySync()
+            with SearchIndex(db) as index:
+                refresh_memory(index, [sessions], report)
+            assert (0, 0) == (report.files_read, report.bytes_read)
+            assert 0 == service.stop()
+
+    def test_raw_memory_missing_at_start_is_caught_up(self, tmp_path: Path) -> None:
+        """Records current, raw memory gone (a first start after an upgrade): the catch-up builds it, newest first."""
+        sessions = tmp_path / "sessions"
+        old, new = sessions / "ws" / "old.jsonl", sessions / "ws" / "new.jsonl"
+        busy_session(old, turns=3)
+        PiSession("sess-new", file=new).user("the newest question", id="n1")
+        os.utime(old, ns=(10**18, 10**18))
+        os.utime(new, ns=(2 * 10**18, 2 * 10**18))
+        state = tmp_path / "state"
+        with ServiceProcess([sessions], tmp_path / "archive", state_dir=state).start() as service:
+            assert 0 == service.stop()
+        (state / "search.db").unlink()
+        with ServiceProcess([sessions], tmp_path / "archive", state_dir=state).start(wait=False) as service:
+            status = service.wait_status(
+                lambda s: s.catch_up is not None and s.catch_up.finished is not None, "the catch-up"
+            )
+            assert status.catch_up is not None
+            assert (2, 2, 2) == (
+                status.catch_up.files_total,
+                status.catch_up.memory_files_total,
+                status.catch_up.memory_files_done,
+            )
+            db = state / "search.db"
+            assert (old.stat().st_size, new.stat().st_size) == (
+                memory_offset(db, old),
+                memory_offset(db, new),
+            )
             assert 0 == service.stop()

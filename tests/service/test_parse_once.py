@@ -1,0 +1,68 @@
+"""The service decodes an append once and hands its entries to the record and to raw memory.
+
+Real files, the real ``Tailer`` with its SQLite state and the real raw-memory follower; the
+JSON decoder of session lines is wrapped to count its calls (it still does the work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pbot_watch.pi.entries
+from pbot_watch.memory.index import MemorySync, refresh_memory
+from pbot_watch.memory.listener import MemoryFollower
+from pbot_watch.search.index import SearchIndex
+from pbot_watch.service.state import StateStore
+from pbot_watch.service.tail import ArchiveWriter, Tailer
+from tests.memory.test_index import busy_session
+from tests.memory.test_listener import memory_offset
+
+
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many session lines were decoded (``calls[0]``), counted as they are."""
+    calls = [0]
+    real: Callable[[bytes], Any] = pbot_watch.pi.entries.loads_line
+
+    def counted(line: bytes) -> Any:
+        calls[0] += 1
+        return real(line)
+
+    monkeypatch.setattr(pbot_watch.pi.entries, "loads_line", counted)
+    return calls
+
+
+def test_an_append_is_decoded_once(tmp_path: Path, decodes: list[int]) -> None:
+    """Each appended line is decoded once; raw memory holds it without reading the file itself."""
+    sessions = tmp_path / "sessions"
+    path = sessions / "ws" / "s.jsonl"
+    w = busy_session(path, turns=20)
+    state_dir = tmp_path / "state"
+    follower = MemoryFollower(state_dir)
+    state = StateStore(state_dir)
+    tailer = Tailer(ArchiveWriter(central=tmp_path / "archive"), state, 10, on_entries=follower)
+    try:
+        tailer.sync([path])
+        assert path.read_bytes().count(b"\n") == decodes[0]  # the whole file, once
+        for turn in range(3):
+            decodes[0] = 0
+            size = path.stat().st_size
+            w.user(f"one more question {turn}", id=f"q{turn}")
+            w.assistant(f"and its answer {turn}", id=f"r{turn}")
+            report = tailer.sync([path])
+            assert [path] == report.appended
+            appended = path.read_bytes()[size:].count(b"\n")
+            assert (2, 2) == (appended, decodes[0])
+            assert path.stat().st_size == memory_offset(state_dir / "search.db", path)
+        assert (4, 0) == (follower.fed, follower.bytes_read)
+        again = MemorySync()
+        with SearchIndex(state_dir / "search.db") as index:
+            refresh_memory(index, [sessions], again)
+        assert (0, 0) == (again.files_read, again.bytes_read)
+    finally:
+        follower.close()
+        state.close()
