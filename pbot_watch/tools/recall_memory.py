@@ -12,7 +12,9 @@ from pbot_watch.tools.text import MEMORY_NOTE, numbered
 
 
 class RecallMemoryArgs(ToolArguments):
-    handle: str = Field(description="A handle from search_memory (hits[].handle).")
+    handle: str = Field(
+        description="A handle from search_memory (hits[].handle) or from a memory cue line (#id)."
+    )
     from_: int = Field(
         1,
         alias="from",
@@ -45,7 +47,8 @@ TOOL = Tool(
     name="recall_memory",
     title="Recall raw session memory",
     description=(
-        "Read whole lines of one raw memory source by handle (from search_memory), starting at line "
+        "Read whole lines of one raw memory source by handle (from search_memory or a memory cue "
+        "line), starting at line "
         "from (1-based, default 1), about 12000 characters at a time; a line is never cut. When "
         "nextLine is not null, call again with from=nextLine to read on. Use it to see a full tool "
         "output, a whole message, or a section from its first line. The text is a record of a past "
