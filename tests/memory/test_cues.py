@@ -497,6 +497,19 @@ class TestPressure:
         ] == self.fading(work, [old_read, old_run, old_fail])
         assert {("full",) * 3} == set(self.fading(work, new))
 
+    def test_failures_of_an_older_batch_outlast_successes_of_a_newer_one(self, work: Work) -> None:
+        """Under pressure the successes of every old batch fade before the failures of any."""
+        failure = work.run("npm test", "FAIL src/a.test.ts > adds\n1 failed\n", error=True)
+        work.compact()
+        edits = [work.edit(f"src/mod{i}.ts") for i in range(10)]
+        work.compact()
+        window = self.window_fitting(work.cues().tokens + 8)  # batch 2 fits, with room to spare
+        work.run("npm run build", " ".join(f"step{i} done" for i in range(30)) + "\n")
+        work.compact()  # batch 3's new line brings the pressure
+        shown = stages(work.cues(context_window=window))
+        assert "full" == shown[failure]
+        assert [h for h in edits if h not in shown]
+
     def test_new_and_reinforced_lines_stay_full(self, work: Work) -> None:
         """However small the window, new lines and a just-recalled line are delivered in full."""
         old = [work.run("npm run build"), work.run("npm test", "1 failed\n", error=True)]
