@@ -34,6 +34,7 @@ from pbot_watch.search.models import (
     MemorySection,
     RecallPage,
 )
+from pbot_watch.search.session_ids import full_session_id
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens
 from pbot_watch.sqlite import transaction
 
@@ -202,6 +203,7 @@ def _scope(
     if pinned is not None:
         files = _pinned_files(index, pinned, session_id)
     elif session_id is not None:
+        session_id = full_session_id(conn, "mem_files", session_id)
         files = conn.execute(
             "SELECT path, session_id FROM mem_files WHERE session_id = ? ORDER BY path", (session_id,)
         ).fetchall()

@@ -51,6 +51,7 @@ from pbot_watch.search.models import (
 )
 from pbot_watch.search.pools import node_counts
 from pbot_watch.search.ranking import DEFAULT_RANKING, Ranking, drop_time_words, rank
+from pbot_watch.search.session_ids import full_session_id
 from pbot_watch.search.terms import query_terms
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk
 from pbot_watch.search.when import time_intent
@@ -305,6 +306,7 @@ def search_history(
     after, before = time_range(from_, to)
     if folders is not None and _covers_index(index, folders):
         folders = None  # the common case: every indexed record is in scope, so no filter
+    session_id = full_session_id(index.conn, "records", session_id)
     filt = _Filter(session_id, workspace, after, before, folders)
     needle = js_trim(record_query(query) if match == "literal" else query).lower()
     if not needle:
