@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_
 from pbot_watch.archive.locations import exclusion
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.config import Settings
+from pbot_watch.display import plural
 from pbot_watch.indexer import EntriesRead
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
@@ -425,6 +427,12 @@ class Server:
             bytes_parsed=counters.bytes_parsed_total,
             seconds=round(time.time() - self.started, 2),
         )
+        if sys.stderr.isatty():  # a person started it: one plain line beside the log
+            written = plural(counters.records_written, "record")
+            sys.stderr.write(
+                f"pbot-watch: indexed {plural(self.tailer.sessions, 'session')} ({written} written), following them; Ctrl-C stops\n"
+            )
+            sys.stderr.flush()
 
     def reconcile(self) -> None:
         """The periodic rescan: anything that changed without an event is looked at again."""
