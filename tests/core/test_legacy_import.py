@@ -40,6 +40,14 @@ def session_in(workspace: Path, sessions: Path, n: int, turns: int = 5) -> PiSes
     return session
 
 
+def home(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The scratch user's Pi agent dir, its session root, and a workspace."""
+    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    return agent, agent / "sessions", workspace
+
+
 def write_legacy(agent: Path, record: dict[str, Any]) -> Path:
     folder = agent / "pbot" / "history"
     folder.mkdir(parents=True, exist_ok=True)
@@ -51,10 +59,7 @@ def write_legacy(agent: Path, record: dict[str, Any]) -> Path:
 class TestLegacyImport:
     def test_index_imports_keeps_summaries_and_old_copies(self, tmp_path: Path) -> None:
         """A live session and a gone one: both land in the workspace, summaries ready, old copies untouched."""
-        agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-        sessions = agent / "sessions"
-        workspace = tmp_path / "work"
-        workspace.mkdir()
+        agent, sessions, workspace = home(tmp_path)
         live = session_in(workspace, sessions, 1)
         gone = session_in(workspace, sessions, 2)
         legacy = [
@@ -92,10 +97,7 @@ class TestLegacyImport:
 
     def test_newer_workspace_record_kept_and_file_field_dropped(self, tmp_path: Path) -> None:
         """A workspace record of the session wins; its legacy ``file`` goes, its nodes and summaries stay."""
-        agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-        sessions = agent / "sessions"
-        workspace = tmp_path / "work"
-        workspace.mkdir()
+        agent, sessions, workspace = home(tmp_path)
         session = session_in(workspace, sessions, 3)
         (sessions / "s3.jsonl").unlink()  # only the records are left
         newer = legacy_record(session, "in-workspace", Path("/old/place.jsonl"))
@@ -117,10 +119,7 @@ class TestLegacyImport:
 
     def test_damaged_legacy_file_is_a_warning(self, tmp_path: Path) -> None:
         """A torn legacy file is named on stderr; the other records are imported."""
-        agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-        sessions = agent / "sessions"
-        workspace = tmp_path / "work"
-        workspace.mkdir()
+        agent, sessions, workspace = home(tmp_path)
         session = session_in(workspace, sessions, 4)
         write_legacy(agent, legacy_record(session, "good", sessions / "s4.jsonl"))
         torn = agent / "pbot" / "history" / "torn.json"
@@ -133,10 +132,7 @@ class TestLegacyImport:
 
     def test_central_archive_takes_them_with_their_workspace(self, tmp_path: Path) -> None:
         """With --archive the legacy records join the central archive, where search finds them."""
-        agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-        sessions = agent / "sessions"
-        workspace = tmp_path / "work"
-        workspace.mkdir()
+        agent, sessions, workspace = home(tmp_path)
         session = session_in(workspace, sessions, 5)
         write_legacy(agent, legacy_record(session, "central-one", sessions / "s5.jsonl"))
         (sessions / "s5.jsonl").unlink()
@@ -151,10 +147,8 @@ class TestLegacyImport:
 
     def test_no_legacy_folder_says_nothing(self, tmp_path: Path) -> None:
         """Without pbot's old folder the index line is as before."""
-        agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-        workspace = tmp_path / "work"
-        workspace.mkdir()
-        session_in(workspace, agent / "sessions", 6)
+        _, sessions, workspace = home(tmp_path)
+        session_in(workspace, sessions, 6)
         result = invoke("index")
         assert 0 == result.returncode, result.stderr
         assert "imported" not in result.stdout
@@ -163,10 +157,7 @@ class TestLegacyImport:
 @pytest.mark.slow
 def test_service_first_run_imports_and_status_counts(tmp_path: Path) -> None:
     """``pbot-watch run`` imports at start; ``status`` says how many; the records are searchable."""
-    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-    sessions = agent / "sessions"
-    workspace = tmp_path / "work"
-    workspace.mkdir()
+    agent, sessions, workspace = home(tmp_path)
     live = session_in(workspace, sessions, 7)
     gone = session_in(workspace, sessions, 8)
     write_legacy(agent, legacy_record(live, "svc-live", sessions / "s7.jsonl"))
