@@ -68,6 +68,24 @@ def relabel_result(value: Any, lang: Literal["en", "zh"]) -> Any:
     return value
 
 
+SHOWN_CHARS = 60
+"""A hit's window in Pi's ``/history`` menu: beside the date and kind, it fits an 80-column terminal."""
+
+
+def for_person(structured: Any, lang: Literal["en", "zh"], query: str) -> Any:
+    """A tool's structured result as Pi shows it to a person: labels relabelled, each hit's window.
+
+    ``shown`` is the part of a search hit's snippet that holds the match (pbot's snippet begins
+    80 units before it, past what a menu line shows).
+    """
+    value = relabel_result(structured, lang)
+    if isinstance(value, dict) and isinstance(value.get("matches"), list) and query.strip():
+        for match in value["matches"]:
+            if isinstance(match, dict) and isinstance(match.get("snippet"), str):
+                match["shown"] = snippet_window(match["snippet"], relabel(query, lang), SHOWN_CHARS)
+    return value
+
+
 def relabel_model(value: Any, lang: Literal["en", "zh"]) -> Any:
     """A result model (search hits, a node page) copied with its text fields relabelled, for people."""
     from pydantic import BaseModel  # noqa: PLC0415

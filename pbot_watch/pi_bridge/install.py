@@ -1,7 +1,8 @@
 """``pbot-watch pi install|uninstall``: the Pi package, installed with Pi's own ``pi install``.
 
 The package ships in the wheel (``pbot_watch/pi_package``). Installing copies it to one
-per-user folder, ``$XDG_DATA_HOME/pbot-watch/pi-package``, writes ``pbot-watch.json`` beside it
+per-user folder, ``$XDG_DATA_HOME/pbot-watch/pi-package`` (the extension as ``pbot-watch/index.ts``),
+writes ``pbot-watch.json`` beside the extension
 (how to start this very pbot-watch, and the tools' names, descriptions and schemas), then runs
 ``pi install <folder>`` (``-l``: the project's ``.pi/settings.json``). Pi loads a local package
 from where it lies, so re-running ``pbot-watch pi install`` after upgrading pbot-watch rewrites
@@ -29,8 +30,15 @@ from pbot_watch.config_paths import APP, xdg_dir
 from pbot_watch.launcher import pbot_watch_command
 from pbot_watch.pi_bridge.protocol import BridgeConfig, ToolDefinition
 
-CONFIG_NAME = "pbot-watch.json"
 PACKAGE_FILES = ("package.json", "extension.ts")
+# Where each shipped file goes in the installed package. Pi names a local package's extension in
+# its start-up list by the shortest unique end of its path, an ``index.ts`` by its folder: so
+# the extension is ``pbot-watch/index.ts`` and the list says "pbot-watch", not "extension.ts".
+EXTENSION_DIR = "pbot-watch"
+INSTALLED_NAMES = {"package.json": "package.json", "extension.ts": f"{EXTENSION_DIR}/index.ts"}
+CONFIG_NAME = f"{EXTENSION_DIR}/pbot-watch.json"  # read from beside the extension
+# What older versions installed at the package's top: removed by an install.
+STALE_FILES = ("extension.ts", "pbot-watch.json")
 FILE_MODE = 0o644  # Pi reads these; they hold no secrets
 PI_TIMEOUT_S = 120.0
 # What `pi remove` says when the source was not in the settings (it exits 1 then).
@@ -88,9 +96,11 @@ def find_pi(explicit: str | None = None) -> str:
 
 
 def shipped_files() -> dict[str, str]:
-    """The package files as the wheel ships them."""
+    """The package files as the wheel ships them, by their names in the installed package."""
     folder = resources.files("pbot_watch").joinpath("pi_package")
-    return {name: folder.joinpath(name).read_text(encoding="utf-8") for name in PACKAGE_FILES}
+    return {
+        INSTALLED_NAMES[name]: folder.joinpath(name).read_text(encoding="utf-8") for name in PACKAGE_FILES
+    }
 
 
 def tool_definitions() -> list[ToolDefinition]:
@@ -142,9 +152,12 @@ def changes(plan: PiPlan) -> dict[str, bool]:
 def install(plan: PiPlan, cwd: Path | None = None) -> PiOutcome:
     """Write the files that changed, then register the folder with ``pi install``."""
     ensure_dir(plan.folder)
+    for name in STALE_FILES:
+        (plan.folder / name).unlink(missing_ok=True)
     written, unchanged = [], []
     for name, changed in changes(plan).items():
         if changed:
+            ensure_dir((plan.folder / name).parent)
             write_atomic(plan.folder / name, plan.files[name].encode("utf-8"), mode=FILE_MODE)
             written.append(name)
         else:

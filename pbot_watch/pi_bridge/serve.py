@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from pbot_watch import __version__
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.config import Settings
-from pbot_watch.display import language, relabel_result
+from pbot_watch.display import for_person, language
 from pbot_watch.log import get_logger
 from pbot_watch.pi_bridge.footer import footer_text
 from pbot_watch.pi_bridge.protocol import (
@@ -138,7 +138,8 @@ class Child:
         answer = call(params.name, params.arguments, self.settings, scope=scope, records=self._records)
         failure = None if answer.failure is None else answer.failure.value
         # Pi shows the structured result to the person (/history, the tool's rendering): labels as they read them.
-        structured = relabel_result(answer.structured, language(self.settings.display_labels))
+        query = params.arguments.get("query") if isinstance(params.arguments, dict) else None
+        structured = for_person(answer.structured, language(self.settings.display_labels), str(query or ""))
         return ToolReply(text=answer.text, structured=structured, failure=failure)  # type: ignore[arg-type]
 
 

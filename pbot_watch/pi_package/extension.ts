@@ -16,7 +16,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext, Theme } from "@earendil-works/pi-coding-agent";
+import { Text } from "@earendil-works/pi-tui";
 
 const CONFIG_FILE = "pbot-watch.json";
 const STATUS_KEY = "pbot-watch";
@@ -26,6 +27,7 @@ const BACKOFF_MAX_MS = 60_000;
 const KILL_AFTER_TIMEOUTS = 2; // consecutive missed deadlines before a stuck child is replaced
 const STDERR_TAIL = 2_000;
 const HISTORY_PAGE = 20;
+const COLLAPSED_ITEMS = 5; // hits or nodes listed under a tool call before it is expanded
 const READ_PAGE = 12_000;
 
 // ---- the config file written by `pbot-watch pi install` -----------------------------------------
@@ -301,13 +303,82 @@ function registerTools(pi: ExtensionAPI, bridge: Bridge): void {
 			async execute(_toolCallId, params, signal, _onUpdate, ctx) {
 				try {
 					const reply = await callTool(bridge, spec.name, params, ctx, signal);
-					return { content: [{ type: "text", text: reply.text }], details: undefined, isError: reply.failure !== null };
+					// details: the structured result, for renderResult (the model reads content).
+					return { content: [{ type: "text", text: reply.text }], details: reply.structured ?? undefined, isError: reply.failure !== null };
 				} catch (error) {
 					return { content: [{ type: "text", text: unavailableText(spec.name, error) }], details: undefined, isError: true };
 				}
 			},
+			renderCall: (args, theme) => new Text(callLine(spec, args as Record<string, unknown>, theme), 0, 0),
+			renderResult: (result, { expanded, isPartial }, theme, context) =>
+				new Text(resultLines(result as ToolResultView, expanded, isPartial, context.isError, theme), 0, 0),
 		});
 	}
+}
+
+// ---- how the tools look in Pi's TUI: a one-line call, a compact result, the full text on expand ----
+
+interface ToolResultView {
+	content: { type: string; text?: string }[];
+	details?: Record<string, unknown>;
+}
+
+interface ListedItem {
+	kind?: string;
+	level?: number;
+	name?: string;
+	preview?: string;
+	shown?: string;
+	snippet?: string;
+	label?: string;
+	context?: string;
+	from?: string;
+	timestamp?: string;
+}
+
+/** `history_search "quince" · literal`: the tool's label and the arguments that say what it looks for. */
+function callLine(spec: ToolSpec, args: Record<string, unknown>, theme: Theme): string {
+	const main = args.query ?? args.id ?? args.handle ?? args.in;
+	let line = theme.fg("toolTitle", theme.bold(spec.label || spec.name));
+	if (typeof main === "string" && main) line += ` ${theme.fg("accent", JSON.stringify(flat(main, 80)))}`;
+	for (const key of ["match", "sessionId", "from", "to", "offset", "after"]) {
+		const value = args[key];
+		if (value !== undefined && value !== null && value !== "" && value !== 0) line += theme.fg("dim", ` ${key}=${flat(String(value), 40)}`);
+	}
+	return line;
+}
+
+function itemLine(item: ListedItem): string {
+	const when = (item.from ?? item.timestamp ?? "").slice(0, 16);
+	if (item.label !== undefined) return `${when} · ${flat(item.label, 70)}${item.context ? ` · ${item.context}` : ""}`;
+	const kind = item.kind === "summary" ? `summary L${item.level}` : (item.kind ?? "");
+	return `${when} · ${kind} · ${flat(item.shown ?? item.preview ?? item.name ?? "", 70)}`;
+}
+
+function resultLines(result: ToolResultView, expanded: boolean, partial: boolean, isError: boolean, theme: Theme): string {
+	if (partial) return theme.fg("warning", "searching…");
+	const text = result.content.find((part) => part.type === "text")?.text ?? "";
+	if (isError) return theme.fg("error", flat(text, expanded ? 2_000 : 200));
+	if (expanded) return theme.fg("toolOutput", text);
+	const details = result.details ?? {};
+	const list = (details.matches ?? details.hits) as ListedItem[] | undefined;
+	let out: string;
+	let items: ListedItem[] = [];
+	if (Array.isArray(list)) {
+		const total = typeof details.total === "number" ? details.total : list.length;
+		out = theme.fg(total ? "success" : "dim", `${total} ${total === 1 ? "hit" : "hits"}`);
+		items = list;
+	} else if (typeof details.text === "string") {
+		const node = details as ListedItem & { text: string; totalLength?: number; parents?: ListedItem[]; children?: ListedItem[]; totalLines?: number };
+		const size = node.totalLines !== undefined ? `${node.totalLines} lines` : `${node.totalLength ?? node.text.length} chars`;
+		out = `${theme.fg("success", itemLine(node))} ${theme.fg("dim", `(${size})`)}`;
+		items = [...(node.parents ?? []), ...(node.children ?? [])];
+	} else {
+		return theme.fg("dim", flat(text, 200));
+	}
+	for (const item of items.slice(0, COLLAPSED_ITEMS)) out += `\n${theme.fg("muted", `  ${itemLine(item)}`)}`;
+	if (items.length > COLLAPSED_ITEMS) out += `\n${theme.fg("dim", `  … ${items.length - COLLAPSED_ITEMS} more (expand for the full text)`)}`;
+	return out;
 }
 
 // ---- memory cues -------------------------------------------------------------------------------------
@@ -439,7 +510,7 @@ interface Brief {
 interface SearchResult {
 	total: number;
 	nextOffset: number | null;
-	matches: (Brief & { snippet: string })[];
+	matches: (Brief & { snippet: string; shown?: string })[];
 }
 
 interface NodePage extends Brief {
@@ -456,9 +527,16 @@ function flat(text: string, limit: number): string {
 	return one.length <= limit ? one : `${one.slice(0, limit)}…`;
 }
 
-function label(node: Brief): string {
+function label(node: Brief, text?: string): string {
 	const kind = node.kind === "summary" ? `summary L${node.level}${node.ready ? "" : " (not written yet)"}` : node.kind;
-	return `${node.from.slice(0, 16)} · ${kind} · ${flat(node.kind === "session" ? node.name : node.preview, 70)}`;
+	return `${node.from.slice(0, 16)} · ${kind} · ${text ?? flat(node.kind === "session" ? node.name : node.preview, 70)}`;
+}
+
+/** What a person reads when /history cannot ask pbot-watch: the failure, and the fix. */
+function personText(error: unknown): string {
+	const failure = error instanceof Failure ? error : new Failure("unavailable", messageOf(error));
+	if (failure.kind === "arguments") return `pbot-watch: ${failure.message}`;
+	return `pbot-watch is not answering (${failure.message}). If pbot-watch was moved, upgraded or removed, run \`pbot-watch pi install\` again, then /reload.`;
 }
 
 async function structured<T>(bridge: Bridge, tool: string, args: Record<string, unknown>, ctx: ExtensionContext): Promise<T> {
@@ -477,7 +555,7 @@ async function showHistory(bridge: Bridge, ctx: ExtensionCommandContext, initial
 		try {
 			console.log(JSON.stringify(await search(0), null, 2));
 		} catch (error) {
-			console.error(unavailableText("history_search", error));
+			console.error(personText(error));
 		}
 		return;
 	}
@@ -490,10 +568,11 @@ async function showHistory(bridge: Bridge, ctx: ExtensionCommandContext, initial
 		try {
 			result = await search(offset);
 		} catch (error) {
-			ctx.ui.notify(unavailableText("history_search", error), "error");
+			ctx.ui.notify(personText(error), "error");
 			return;
 		}
-		const choices = result.matches.map((node, index) => `${offset + index + 1}. ${label(node)}${query ? ` · ${flat(node.snippet, 80)}` : ""}`);
+		// A hit shows the part of its text that holds the match (pbot-watch cuts it to fit the menu).
+		const choices = result.matches.map((node, index) => `${offset + index + 1}. ${label(node, query ? (node.shown ?? flat(node.snippet, 60)) : undefined)}`);
 		const title = `History: ${query || "recent sessions"} (${result.total})`;
 		const picked = await ctx.ui.select(title, [...choices, ...(result.nextOffset === null ? [] : [NEXT]), AGAIN, BACK]);
 		if (!picked || picked === BACK) return;
@@ -510,11 +589,11 @@ async function showHistory(bridge: Bridge, ctx: ExtensionCommandContext, initial
 			continue;
 		}
 		const chosen = result.matches[choices.indexOf(picked)];
-		if (chosen && (await showNode(bridge, ctx, chosen.id)) === "closed") return;
+		if (chosen) await showNode(bridge, ctx, chosen.id);
 	}
 }
 
-async function showNode(bridge: Bridge, ctx: ExtensionCommandContext, first: string): Promise<"back" | "closed"> {
+async function showNode(bridge: Bridge, ctx: ExtensionCommandContext, first: string): Promise<void> {
 	const TEXT = "Show text";
 	const MORE_TEXT = "Next text page";
 	const MORE_CHILDREN = "More children";
@@ -523,13 +602,14 @@ async function showNode(bridge: Bridge, ctx: ExtensionCommandContext, first: str
 	let id = first;
 	let textOffset = 0;
 	let childrenOffset = 0;
+	const trail: string[] = []; // the nodes walked through to this one: Escape goes back to the last
 	for (;;) {
 		let node: NodePage;
 		try {
 			node = await structured<NodePage>(bridge, "history_read", { id, offset: textOffset, limit: READ_PAGE, childrenOffset }, ctx);
 		} catch (error) {
-			ctx.ui.notify(unavailableText("history_read", error), "error");
-			return "back";
+			ctx.ui.notify(personText(error), "error");
+			return;
 		}
 		const links = [...node.parents.map((parent) => ({ arrow: "↑ parent", node: parent })), ...node.children.map((child) => ({ arrow: "↓ child", node: child }))];
 		const names = links.map((link, index) => `${index + 1}. ${link.arrow} · ${label(link.node)}`);
@@ -542,8 +622,16 @@ async function showNode(bridge: Bridge, ctx: ExtensionCommandContext, first: str
 			BACK,
 		];
 		const action = await ctx.ui.select(`${label(node)} · ${node.id}`, options);
-		if (!action) return "closed";
-		if (action === BACK) return "back";
+		if (!action) {
+			// Escape: one level up, to the node this one was opened from, or to the results.
+			const previous = trail.pop();
+			if (previous === undefined) return;
+			id = previous;
+			textOffset = 0;
+			childrenOffset = 0;
+			continue;
+		}
+		if (action === BACK) return;
 		if (action === TEXT) {
 			const end = textOffset + node.text.length;
 			const text = node.text || "This summary is not written yet: open its children for the original exchanges.";
@@ -558,6 +646,7 @@ async function showNode(bridge: Bridge, ctx: ExtensionCommandContext, first: str
 		} else {
 			const link = links[names.indexOf(action)];
 			if (link) {
+				trail.push(id);
 				id = link.node.id;
 				textOffset = 0;
 				childrenOffset = 0;

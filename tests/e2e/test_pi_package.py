@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from pbot_watch.pi_bridge.install import CONFIG_NAME
 from tests.e2e import scripted_model
 from tests.e2e.pi_harness import (
     PiWorld,
@@ -36,6 +38,7 @@ from tests.e2e.pi_harness import (
 from tests.e2e.pi_install import PiInstall
 from tests.support.cli import pbot_watch_executable
 from tests.support.openai_server import OpenAIServer
+from tests.support.pi_sessions import PiSession
 from tests.support.service import ServiceProcess, one_shot, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -118,7 +121,7 @@ class Scene:
 
     def rewrite_config(self, **changes: Any) -> None:
         """Change the installed pbot-watch.json, as a moved virtualenv or a stuck process would."""
-        path = self.package / "pbot-watch.json"
+        path = self.package / CONFIG_NAME
         config = json.loads(path.read_text())
         for key, value in changes.items():
             config[key] = {**config[key], **value} if isinstance(value, dict) else value
@@ -182,7 +185,11 @@ def transcript(
         ui["text"] = pi.ui_request("editor", since=mark)
         mark = len(pi.seen)
         pi.answer(ui["text"])
-        pi.answer(pi.ui_request("select", since=mark))  # closing the node's dialog ends the command
+        node_again = pi.ui_request("select", since=mark)
+        mark = len(pi.seen)
+        pi.answer(node_again)  # Escape on the node: back to the hits
+        ui["back"] = pi.ui_request("select", since=mark)
+        pi.answer(ui["back"])  # Escape on the hits ends the command
 
         pi.prompt(f'Search memory. [[tool: search_memory {{"query": "{REMEMBERED}"}}]]')
 
@@ -267,6 +274,9 @@ class TestInsidePi:
         assert transcript.ui["node"]["title"].endswith(f":0:{transcript.first_answer}")
         assert "Show text" in transcript.ui["node"]["options"]
         assert f"the {REMEMBERED} migration starts on Monday" in transcript.ui["text"]["prefill"]
+
+    def test_escape_on_a_node_goes_back_to_the_hits(self, transcript: Transcript) -> None:
+        assert transcript.ui["back"]["title"] == transcript.ui["hits"]["title"]
 
     def test_footer_says_the_service_is_not_running(self, transcript: Transcript) -> None:
         """Without a pbot-watch service, the footer status says so."""
@@ -509,3 +519,81 @@ class TestHistoryWithoutService:
         assert not search.get("isError"), text
         assert "otter.toml" in text  # turn two's exchange, which only the child indexed
         assert "Note: the pbot-watch service is not running: other sessions are as of " in text
+
+
+SUMMARY_WORD = "zeppelin"
+
+
+class TestHistoryBrowser:
+    def test_summary_hit_shows_its_match_and_escape_goes_back(
+        self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
+    ) -> None:
+        """A summary hit's line shows the match (deep in the summary); Escape walks back one level at a time."""
+        scene = Scene(pi_install, tmp_path, model)
+        pi_session = PiSession(
+            session_id="01a228f5-0000-7000-8000-00000000be57",
+            cwd=str(scene.project),
+            file=scene.world.sessions / "--project--" / "2026-12-01T09-00-00-000Z_chores.jsonl",
+        )
+        for n in range(4):
+            word = f" and the {SUMMARY_WORD} hangar" if n == 3 else ""
+            pi_session.turn(
+                f"Question {n}: walk me through the long list of weekly chores again{word}", "Done."
+            )
+        scene.index()
+        summarized = subprocess.run(
+            [pbot_watch_executable(), "summarize", "--sessions", str(scene.world.sessions),
+             "--archive", str(scene.archive)],
+            env=scene.world.env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert 0 == summarized.returncode, summarized.stderr
+        with scene.world.rpc(scene.project) as pi:
+            mark = len(pi.seen)
+            pi.send({"type": "prompt", "message": f"/history {SUMMARY_WORD}"})
+            hits = pi.ui_request("select", since=mark)
+            summary = next(o for o in hits["options"] if " summary L1 " in o)
+            # The menu line holds the match, though pbot's snippet starts 80 units before it.
+            assert SUMMARY_WORD in summary and len(summary) < 120, summary
+            mark = len(pi.seen)
+            pi.answer(hits, summary)
+            node = pi.ui_request("select", since=mark)
+            child = next(o for o in node["options"] if "↓ child" in o)
+            mark = len(pi.seen)
+            pi.answer(node, child)
+            opened = pi.ui_request("select", since=mark)
+            assert ":0:" in opened["title"]
+            mark = len(pi.seen)
+            pi.answer(opened)  # Escape: back to the summary it was opened from
+            back = pi.ui_request("select", since=mark)
+            assert back["title"] == node["title"]
+            mark = len(pi.seen)
+            pi.answer(back)  # Escape: back to the hits
+            again = pi.ui_request("select", since=mark)
+            assert again["title"] == hits["title"]
+            pi.answer(again)  # Escape on the hits closes /history
+            pi.prompt(f'And the tool. [[tool: history_search {{"query": "{SUMMARY_WORD}"}}]]')
+        (result,) = tool_results(newest_session(scene.world.sessions), "history_search")
+        # What Pi's TUI renders the call and result from: the structured result, labels for the reader.
+        assert result["details"]["total"] >= 1
+        assert any(SUMMARY_WORD in m["shown"] for m in result["details"]["matches"])
+
+    def test_child_that_cannot_start_names_the_fix(
+        self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
+    ) -> None:
+        """/history without a working pbot-watch tells the person to run `pbot-watch pi install`."""
+        scene = Scene(pi_install, tmp_path, model)
+        scene.rewrite_config(command=[str(tmp_path / "gone" / "pbot-watch"), "pi", "serve"])
+        with scene.world.rpc(scene.project) as pi:
+            mark = len(pi.seen)
+            pi.send({"type": "prompt", "message": f"/history {REMEMBERED}"})
+            shown = pi.wait_for(
+                lambda r: (
+                    r.get("type") == "extension_ui_request"
+                    and r.get("method") == "notify"
+                    and "pi install" in str(r.get("message"))
+                ),
+                "the /history notice",
+                since=mark,
+            )
+        assert "run `pbot-watch pi install` again" in shown["message"]
+        assert "This is not" not in shown["message"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch import __version__
-from pbot_watch.pi_bridge.install import CONFIG_NAME, PACKAGE_FILES
+from pbot_watch.pi_bridge.install import CONFIG_NAME, INSTALLED_NAMES, PACKAGE_FILES
 from pbot_watch.pi_bridge.protocol import BridgeConfig
 from tests.e2e.pi_install import PiInstall
 from tests.support.cli import invoke
@@ -97,7 +97,7 @@ class TestPrint:
         """--print lists the files and the `pi install` command, and writes neither files nor settings."""
         done = real_pi.invoke("install", "--print")
         assert done.returncode == 0, done.stderr
-        for name in (*PACKAGE_FILES, CONFIG_NAME):
+        for name in (*INSTALLED_NAMES.values(), CONFIG_NAME):
             assert f"would write {real_pi.folder / name}" in done.stdout
         assert (
             f"would run: {shutil.which('pi', path=real_pi.env['PATH'])} install {real_pi.folder}"
@@ -144,12 +144,16 @@ class TestConfig:
         """package.json and extension.ts are copied byte for byte."""
         assert real_pi.run("install").returncode == 0
         for name in PACKAGE_FILES:
-            assert (PACKAGE_SOURCE / name).read_bytes() == (real_pi.folder / name).read_bytes()
+            assert (PACKAGE_SOURCE / name).read_bytes() == (
+                real_pi.folder / INSTALLED_NAMES[name]
+            ).read_bytes()
 
     def test_package_json_is_a_pi_package(self) -> None:
         """A pi manifest naming the extension, the gallery keyword, host packages only as peers, our version."""
         manifest = json.loads((PACKAGE_SOURCE / "package.json").read_text())
-        assert ["./extension.ts"] == manifest["pi"]["extensions"]
+        # Pi lists a local package's index.ts by its folder: "pbot-watch" in its start-up list.
+        assert ["./pbot-watch/index.ts"] == manifest["pi"]["extensions"]
+        assert "pbot-watch/index.ts" == INSTALLED_NAMES["extension.ts"]
         assert "pi-package" in manifest["keywords"]
         assert "dependencies" not in manifest
         assert {"*"} == set(manifest["peerDependencies"].values())
@@ -195,7 +199,8 @@ class TestRealPi:
         done = real_pi.run("install")
         assert done.returncode == 0, done.stderr
         assert [real_pi.folder] == resolved(real_pi.agent, real_pi.user_packages())
-        assert {*PACKAGE_FILES, CONFIG_NAME} == {p.name for p in real_pi.folder.iterdir()}
+        found = {str(p.relative_to(real_pi.folder)) for p in real_pi.folder.rglob("*") if p.is_file()}
+        assert {*INSTALLED_NAMES.values(), CONFIG_NAME} == found
         assert "installed in your Pi user settings" in done.stdout
 
     def test_second_install_changes_nothing(self, real_pi: World) -> None:
@@ -209,10 +214,13 @@ class TestRealPi:
     def test_install_again_updates_the_extension(self, real_pi: World) -> None:
         """After an upgrade, one install rewrites what differs (here, an old extension)."""
         assert real_pi.run("install").returncode == 0
-        (real_pi.folder / "extension.ts").write_text("// an older version\n")
+        installed = real_pi.folder / INSTALLED_NAMES["extension.ts"]
+        installed.write_text("// an older version\n")
+        (real_pi.folder / "extension.ts").write_text("// where an older version kept it\n")
         done = real_pi.run("install")
-        assert f"wrote: {real_pi.folder / 'extension.ts'}" in done.stdout
-        assert (PACKAGE_SOURCE / "extension.ts").read_text() == (real_pi.folder / "extension.ts").read_text()
+        assert f"wrote: {installed}" in done.stdout
+        assert (PACKAGE_SOURCE / "extension.ts").read_text() == installed.read_text()
+        assert not (real_pi.folder / "extension.ts").exists()
 
     def test_local_install_writes_the_project_settings(self, real_pi: World) -> None:
         """--local registers the folder in the project's .pi/settings.json, not the user's."""
