@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.e2e import pi_harness
-from tests.e2e.pi_install import ensure_pi
+from tests.e2e.pi_install import PiInstall, ensure_pi
 from tests.support.openai_server import OpenAIServer, Reply, Request, ToolCall
 
 PROJECT = Path("home/dev/src/github.com/acme-corp/billing-platform")
@@ -191,12 +191,12 @@ def bash(command: str) -> ToolCall:
     return ToolCall("bash", {"command": command})
 
 
-def tasks(project: Path) -> list[Plan]:
-    """Scripted work: test-heavy, edit-heavy and mixed stretches over every module."""
+def tasks(project: Path, modules: int = len(MODULES)) -> list[Plan]:
+    """Scripted work: test-heavy, edit-heavy and mixed stretches over the first ``modules`` modules."""
     p = str(project)
     src = f"{p}/src/billing"
     plans: list[Plan] = []
-    for index, name in enumerate(MODULES):
+    for index, name in enumerate(MODULES[:modules]):
         test = f"src/billing/{name}.test.ts"
         plan = Plan()
         plan.then(
@@ -328,19 +328,25 @@ class Script:
         return Reply.tools(*calls, text="Next step.")
 
 
-def drive(out: Path, per_batch: int) -> dict[str, Any]:
+def drive(
+    out: Path,
+    per_batch: int,
+    modules: int = len(MODULES),
+    pi: PiInstall | None = None,
+    keep_recent: int = 4000,
+) -> dict[str, Any]:
     """Run the scripted tasks in the real Pi, compacting every ``per_batch`` tasks; copy the session to ``out``."""
-    pi = ensure_pi(os.environ)
+    pi = pi or ensure_pi(os.environ)
     with tempfile.TemporaryDirectory(prefix="pi-long-") as temp, OpenAIServer() as server:
         root = Path(temp)
         project, bin_dir = make_project(root)
-        plans = tasks(project)
+        plans = tasks(project, modules)
         server.handler = Script(plans)
         world = pi_harness.PiWorld.create(pi, root / "pi", server.base_url, os.environ)
         models = pi_harness.models_json(server.base_url)
         models["providers"][pi_harness.PROVIDER]["models"][0]["contextWindow"] = WINDOW
         (world.agent_dir / "models.json").write_text(json.dumps(models, indent=2))
-        settings = {"compaction": {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": 4000}}
+        settings = {"compaction": {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": keep_recent}}
         (world.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
         world.env["PATH"] = f"{bin_dir}{os.pathsep}{world.env['PATH']}"
         compactions = 0
@@ -370,8 +376,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "pi-long-session.jsonl")
     parser.add_argument("--per-batch", type=int, default=2, help="tasks between compactions")
+    parser.add_argument("--modules", type=int, default=len(MODULES), help="tasks (one per module)")
     args = parser.parse_args()
-    print(json.dumps(drive(args.out, args.per_batch)))
+    print(json.dumps(drive(args.out, args.per_batch, args.modules)))
 
 
 if __name__ == "__main__":
