@@ -4,12 +4,24 @@
 they are (never what); ``holds_secret(text)`` is the fail-closed gate for anything that sends
 text off the machine: it refuses what any rule still matches. The rule table is ``RULES``
 (``pbot_watch/redact/rules.py`` documents each kind, its shape and its guards).
+
+The names are loaded on first use: compiling the rules costs tens of milliseconds, which a
+command that redacts nothing (``--help``, ``status``) should not pay.
 """
 
 from __future__ import annotations
 
-from pbot_watch.redact.core import Finding, Redaction, find_secrets, holds_secret, marker, redact
-from pbot_watch.redact.rules import KINDS, RULES, Rule
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pbot_watch.redact.core import Finding, Redaction, find_secrets, holds_secret, marker, redact
+    from pbot_watch.redact.rules import KINDS, RULES, Rule
+
+_WHERE = {
+    **dict.fromkeys(("Finding", "Redaction", "find_secrets", "holds_secret", "marker", "redact"), "core"),
+    **dict.fromkeys(("KINDS", "RULES", "Rule"), "rules"),
+}
 
 __all__ = [
     "KINDS",
@@ -22,3 +34,9 @@ __all__ = [
     "marker",
     "redact",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -1,21 +1,23 @@
 """Finding and replacing secrets in a text. Pure and deterministic: text in, text out.
 
-One scan of the text by ``PREFILTER`` (every rule's anchors in one trie-shaped expression)
-finds the places worth a look; at each, the rules anchored there are tried with
+One scan of the text by ``PREFILTER_FINDITER`` (every rule's anchors in one expression, run
+by RE2) finds the places worth a look; at each, the rules anchored there are tried with
 ``Pattern.match`` at that place. A text without any anchor, which is most of what Pi writes,
 costs that one scan. Where two rules' spans overlap, the earlier rule in ``RULES`` wins.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from pbot_watch.redact.rules import MARKER_PREFIX, PREFILTER, RULES, RULES_AT
+from pbot_watch.redact.rules import MARKER_PREFIX, PREFILTER_FINDITER, RULES, RULES_AT
 
 _PRIORITY = {rule: n for n, rule in enumerate(RULES)}
+_NONE: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,7 @@ class Redaction:
     """A text with every secret replaced by ``[redacted:<kind>]``, and how many of each kind."""
 
     text: str
-    counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    counts: Mapping[str, int] = field(default_factory=lambda: _NONE)
 
     @property
     def total(self) -> int:
@@ -44,9 +46,9 @@ def marker(kind: str) -> str:
     return f"{MARKER_PREFIX}{kind}]"
 
 
-def _candidates(text: str) -> Iterator[tuple[int, int, int, str]]:
-    """``(priority, start, end, kind)`` of every rule match that passes its guard, in text order."""
-    for hit in PREFILTER.finditer(text):
+def _candidates(text: str, hits: Iterable[re.Match[str]]) -> Iterator[tuple[int, int, int, str]]:
+    """``(priority, start, end, kind)`` of every rule match at these anchor hits that passes its guard."""
+    for hit in hits:
         at = hit.start()
         for rule in RULES_AT[hit.group()]:
             match = rule.pattern.match(text, at)
@@ -59,10 +61,11 @@ def _candidates(text: str) -> Iterator[tuple[int, int, int, str]]:
 
 def find_secrets(text: str) -> list[Finding]:
     """Every secret in ``text``, by position; where rules overlap, the earlier rule's span wins."""
-    if not text:
-        return []
+    hits = PREFILTER_FINDITER(text) if text else ()
+    if not hits:
+        return []  # most texts: one scan, nothing more
     taken: list[tuple[int, int, str]] = []
-    for _, start, end, kind in sorted(_candidates(text)):
+    for _, start, end, kind in sorted(_candidates(text, hits)):
         if not any(start < t_end and t_start < end for t_start, t_end, _ in taken):
             taken.append((start, end, kind))
     return [Finding(kind, start, end) for start, end, kind in sorted(taken)]
@@ -70,14 +73,14 @@ def find_secrets(text: str) -> list[Finding]:
 
 def holds_secret(text: str) -> bool:
     """Whether any rule matches ``text``: the gate that text leaving the machine must pass (fail closed)."""
-    return bool(text) and next(_candidates(text), None) is not None
+    return bool(text) and next(_candidates(text, PREFILTER_FINDITER(text)), None) is not None
 
 
 def redact(text: str) -> Redaction:
     """``text`` with each secret replaced by its marker; an unchanged text is returned as is."""
     findings = find_secrets(text)
     if not findings:
-        return Redaction(text)
+        return Redaction(text, _NONE)
     parts: list[str] = []
     last = 0
     for finding in findings:

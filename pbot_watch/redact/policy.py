@@ -14,13 +14,29 @@ turned redaction off for their own archive has not agreed to push a key anywhere
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pbot_watch.redact.core import holds_secret, redact
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pbot_watch.redact.core import Redaction
 
 _enabled = True
 
 T = TypeVar("T")
+
+
+_loaded: Callable[[str], Redaction] | None = None
+
+
+def redact(text: str) -> Redaction:
+    """``core.redact``, imported on first use: compiling the rules is not every command's cost."""
+    global _loaded  # noqa: PLW0603 - the real function, once it is loaded
+    if _loaded is None:
+        from pbot_watch.redact.core import redact as core_redact  # noqa: PLC0415
+
+        _loaded = core_redact
+    return _loaded(text)
 
 
 def configure(enabled: bool) -> None:
@@ -81,6 +97,8 @@ def refuse_secrets(text: str, where: str) -> str:
 
     ``where`` names the destination for the message; the value is never part of it.
     """
+    from pbot_watch.redact.core import holds_secret  # noqa: PLC0415
+
     if holds_secret(text):
         raise SecretRefused(
             f"refusing to send text to {where}: it still holds a secret (see pbot-watch secrets scan)"

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pbot_watch.archive.atomic import write_atomic
+from pbot_watch.redact.policy import scrub_json
 from pbot_watch.service.status_file import HEARTBEAT_SECONDS, status_path
 
 MAX_ERRORS = 20
@@ -133,7 +134,9 @@ def write_status(state_dir: Path, status: Status) -> None:
     needs free blocks. The old file's blocks are already allocated: the new status is written
     into them when it fits (a reader may then see a torn file; ``read_status`` reads again).
     """
-    data = (json.dumps(status.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    # Errors quote what failed, and that can be a session's text.
+    document = scrub_json(status.model_dump(mode="json"))
+    data = (json.dumps(document, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
     path = status_path(state_dir)
     try:
         write_atomic(path, data)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import structlog
 
+from pbot_watch.redact.policy import scrub
 from pbot_watch.sqlite import Migrations, connect, execute_script, is_corrupt, is_intact, migrate, set_aside
 from pbot_watch.summarize.base import LimitReached, usage_cost, usage_count
 
@@ -180,7 +181,11 @@ class SummaryStore:
             row = self._db.execute(
                 "SELECT text, summarizer, model FROM cache WHERE key = ?", (key,)
             ).fetchone()
-        return CachedSummary(*row) if row else None
+        if not row:
+            return None
+        text, summarizer, model = row
+        # A summary paid for before redaction (or with it off) may quote a secret its input held.
+        return CachedSummary(scrub(text), summarizer, model)
 
     def remember(
         self, key: str, summarizer: str, model: str, text: str, input_tokens: int = 0, output_tokens: int = 0
