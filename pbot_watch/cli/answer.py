@@ -62,49 +62,30 @@ def emit(result: M, as_json: bool, render: Callable[[M], None]) -> None:
     limit). The JSON writes it as ``JSON.stringify`` does, an escape, so nothing is lost; a
     person reading a terminal sees U+FFFD in its place.
     """
-    from pbot_watch.history.jstext import dumps  # noqa: PLC0415 - keep --help fast
-    from pbot_watch.redact.policy import scrub_json  # noqa: PLC0415 - keep --help fast
+    from pbot_watch.history.jstext import dumps, to_well_formed  # noqa: PLC0415 - keep --help fast
+    from pbot_watch.redact.policy import scrub, scrub_json  # noqa: PLC0415 - keep --help fast
 
     # The indexes hold redacted text; this catches what an index built before redaction still holds.
-    document = scrub_json(result.model_dump(mode="json", by_alias=True))
     if as_json:
-        click.echo(dumps(document, indent=2))
+        click.echo(dumps(scrub_json(result.model_dump(mode="json", by_alias=True)), indent=2))
     else:
-        render(_well_formed(_scrubbed(result)))
+        render(_strings_mapped(result, lambda text: to_well_formed(scrub(text))))
 
 
-def _scrubbed(value: T) -> T:
-    """``value`` with every string redacted, walked as ``_well_formed`` walks it."""
-    from pbot_watch.redact.policy import scrub  # noqa: PLC0415 - keep --help fast
-
-    if isinstance(value, str):
-        return scrub(value)  # type: ignore[return-value]  # T is str here
-    if isinstance(value, BaseModel):
-        return value.model_copy(
-            update={name: _scrubbed(getattr(value, name)) for name in type(value).model_fields}
-        )
-    if isinstance(value, list):
-        return [_scrubbed(item) for item in value]  # type: ignore[return-value]  # T is a list here
-    if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}  # type: ignore[return-value]  # T is a dict
-    return value
-
-
-def _well_formed(value: T) -> T:
-    """``value`` with lone surrogates made U+FFFD in every string, models copied, not re-validated.
+def _strings_mapped(value: T, change: Callable[[str], str]) -> T:
+    """``value`` with ``change`` applied to every string (for the terminal: secrets redacted and lone
+    surrogates made U+FFFD), models copied, not re-validated.
 
     Not a round trip through ``model_dump``: some fields are written under another name than
     they are read by (``CueLine.cue_class`` as ``class``).
     """
-    from pbot_watch.history.jstext import to_well_formed  # noqa: PLC0415 - keep --help fast
-
     if isinstance(value, str):
-        return to_well_formed(value)  # type: ignore[no-any-return]  # T is str here
+        return change(value)  # type: ignore[return-value]  # T is str here
     if isinstance(value, BaseModel):
-        fields = {name: _well_formed(getattr(value, name)) for name in type(value).model_fields}
+        fields = {name: _strings_mapped(getattr(value, name), change) for name in type(value).model_fields}
         return value.model_copy(update=fields)
     if isinstance(value, list):
-        return [_well_formed(item) for item in value]  # type: ignore[return-value]  # T is a list here
+        return [_strings_mapped(item, change) for item in value]  # type: ignore[return-value]  # T is a list here
     if isinstance(value, dict):
-        return {key: _well_formed(item) for key, item in value.items()}  # type: ignore[return-value]  # T is a dict
+        return {key: _strings_mapped(item, change) for key, item in value.items()}  # type: ignore[return-value]  # T is a dict
     return value
