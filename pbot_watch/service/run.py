@@ -55,6 +55,9 @@ SHUTDOWN_SECONDS = 1.0
 # Put on the change queue by a stop signal, to end the consumer's wait; it changes nothing.
 WAKE = Change("wake", Path())
 EXIT_FORCED = 130
+# How often files skipped because their workspace could not take records (read-only, deleted)
+# are looked at again: one check per workspace, and nothing appended meanwhile is lost.
+SKIPPED_RETRY_SECONDS = 2.0
 
 
 class StartupError(Exception):
@@ -93,6 +96,7 @@ class Server:
         self.catch_up: CatchUp | None = None
         self.legacy_imported: int | None = None
         self._next_reconcile = 0.0
+        self._next_skipped_retry = 0.0
 
     # ---- entry point -----------------------------------------------------------------------
     def run(self) -> None:
@@ -338,6 +342,10 @@ class Server:
         self._read_for_memory()
         if now >= self._next_reconcile:
             self.reconcile()
+        if now >= self._next_skipped_retry:
+            self._next_skipped_retry = now + SKIPPED_RETRY_SECONDS
+            for path in self.tailer.skipped_ready() if self.tailer is not None else ():
+                self.schedule.mark_overdue(path, now)
         assert self.state is not None
         self.state.retry()
         self.idle.tick(time.monotonic())

@@ -27,7 +27,7 @@ from typing import Literal
 
 import structlog
 
-from pbot_watch.archive.files import ArchiveStore
+from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import EntriesRead, Indexer, SyncResult
 from pbot_watch.pi.cursor import Cursor
@@ -170,6 +170,8 @@ class Tailer:
         known = self.known.get(path)
         if known is None:
             return path.is_file()
+        if self._retry_skipped(known):
+            return True  # its cursor is at the end, but its record lacks what was read then
         try:
             decision, refreshed = cursor_plan(path, known.cursor)
         except OSError:
@@ -178,6 +180,35 @@ class Tailer:
             # Rewritten at the same size but unchanged (a touch): remember, not to check it again.
             self._save([replace(known, cursor=refreshed)])
         return decision != "nothing"
+
+    def _retry_skipped(self, known: FileState) -> bool:
+        """A file skipped because its workspace could not take records, which now can.
+
+        Its cursor was saved at the end of what was read, so a plain cursor check finds
+        nothing new: it must be read again (from 0, as a file not in memory always is) for its
+        record to get what was appended meanwhile.
+        """
+        return known.skipped and known.workspace is not None and self.takes_records(known.workspace)
+
+    def takes_records(self, workspace: str) -> bool:
+        """Whether a session of ``workspace`` can have its record written now."""
+        try:
+            self.store.folder_for(workspace)
+        except (WorkspaceSkipped, OSError):
+            return False
+        return True
+
+    def skipped_ready(self) -> list[Path]:
+        """Files skipped for their workspace whose workspace takes records again (one check each)."""
+        ready: dict[str, bool] = {}
+        out = []
+        for path, known in self.known.items():
+            if known.skipped and known.workspace is not None:
+                if known.workspace not in ready:
+                    ready[known.workspace] = self.takes_records(known.workspace)
+                if ready[known.workspace]:
+                    out.append(path)
+        return out
 
     def startup_paths(self, present: Iterable[Path], excluded: Callable[[str], bool]) -> list[Path]:
         """Files to read at start: new, changed, or whose record could not be written last time."""
@@ -206,6 +237,8 @@ class Tailer:
         for path in paths:
             if not self.needs_read(path):
                 continue
+            known = self.known.get(path)
+            retry = known is not None and known.skipped
             result = self._read(path, report, READ_BUDGET_BYTES)
             if result is None:
                 continue
@@ -220,7 +253,7 @@ class Tailer:
                 self.counters.bytes_parsed_last_append = result.bytes_read
                 self.counters.last_append = time.time()
                 self.counters.last_append_path = path
-            if result.changed and result.session_id is not None:
+            if (result.changed or retry) and result.session_id is not None:
                 to_save[result.session_id] = result
         done: list[Path] = [p for p, r in results.items() if r.outcome != "gone"]
         skipped: set[Path] = set()
