@@ -4,6 +4,12 @@ The lock file is never deleted. Deleting it would let a second process lock a ne
 while the first still holds the old one; a kernel lock on a file that always exists dies
 with its process (even after ``kill -9``), so there is no stale lock to clean up. The file
 holds the pid of its holder only so the refusal can name it.
+
+Someone may still delete it: the state folder is documented as safe to delete, and a person
+does so while the service runs. The running service then holds a lock on a file no name leads
+to, and a second ``run`` would lock a new one beside it. So the holder re-checks, every tick,
+that its path still leads to the file it locked (``still_held``), and locks the path afresh
+when it does not; the window a second ``run`` could use is one tick.
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ class InstanceLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        self._fd = self._lock()
+
+    def _lock(self) -> int:
         ensure_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -70,7 +79,27 @@ class InstanceLock:
             pid = f"{os.getpid()}\n".encode("ascii")
             os.pwrite(fd, pid, 0)
             os.ftruncate(fd, len(pid))
+        return fd
+
+    def still_held(self) -> bool:
+        """``True`` while the path leads to the locked file; else lock the path again, ``False``.
+
+        Raises ``AlreadyRunning`` when another process locked the new file first, and
+        ``OSError`` when the folder cannot be made again (the old lock is kept meanwhile).
+        """
+        if self._fd is None:
+            return True
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            on_disk = None
+        held = os.fstat(self._fd)
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino):
+            return True
+        fd = self._lock()
+        os.close(self._fd)
         self._fd = fd
+        return False
 
     def release(self) -> None:
         if self._fd is None:

@@ -36,7 +36,7 @@ from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.hooks import Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.listeners import ListenerThread
-from pbot_watch.service.lock import InstanceLock
+from pbot_watch.service.lock import AlreadyRunning, InstanceLock
 from pbot_watch.service.reporter import StatusReporter
 from pbot_watch.service.schedule import ReadSchedule, batches
 from pbot_watch.service.snapshot import Snapshot, diff, scan
@@ -329,6 +329,7 @@ class Server:
     def on_tick(self) -> None:
         assert self.watcher is not None
         self.progressed()
+        self.check_lock()
         now = time.monotonic()
         self.process_due(now)
         appeared, vanished = self.watcher.check()
@@ -351,6 +352,31 @@ class Server:
         self.idle.tick(time.monotonic())
         self.activity = "busy" if self.schedule.busy else "idle"
         self.reporter.maybe_write()
+
+    def check_lock(self) -> None:
+        """The state folder (or its lock file) deleted while running: lock it again, at once.
+
+        Without this, ``status`` found no lock and no status file and said "not running", and a
+        second ``run`` started beside this one. Cursors already saved are in the deleted
+        database: the next start reads every file again and finds its record unchanged.
+        """
+        try:
+            if self.lock.still_held():
+                return
+        except AlreadyRunning as error:
+            log.error("lock_lost", error=str(error))  # noqa: TRY400 - a state, no traceback
+            self.reporter.error(f"the state folder was removed and another service took it over: {error}")
+            self.should_exit = True  # two services would write the same records
+            return
+        except OSError as error:
+            if self.reporter.warn(f"cannot lock {self.lock.path} again: {error}"):
+                log.warning("lock_not_retaken", error=str(error))
+            return
+        log.warning(
+            "lock_retaken", path=str(self.lock.path), reason="the lock file or state folder was removed"
+        )
+        self.reporter.warn(f"{self.lock.path} was removed while running; locked again")
+        self.reporter.write()
 
     def process_due(self, now: float) -> None:
         due = self.schedule.due(now)
