@@ -66,7 +66,9 @@ class TestStateFolderRemoved:
         session = pi.write(tmp_path / "sessions" / "--w--" / "s.jsonl")
         archive = tmp_path / "archive"
         with ServiceProcess([session.parent.parent], archive).start() as service:
-            shutil.rmtree(service.state_dir)
+            # Moved away first: an rm -rf can race the service's own status writes into it.
+            gone = service.state_dir.rename(tmp_path / "removed-state")
+            shutil.rmtree(gone)
 
             def running() -> dict[str, object] | None:
                 shown = json.loads(run("status", "--json").stdout)
