@@ -316,6 +316,8 @@ class Server:
             return
         elif change.kind == "folder":
             # A new (or moved-in) folder: its files may predate the watch on it.
+            if change.path.is_symlink() and self.watcher is not None:
+                self.watcher.refresh_links()  # watched where it points
             for path in scan([change.path]):
                 self.schedule.mark(path, now)
         else:
@@ -471,6 +473,8 @@ class Server:
     def reconcile(self) -> None:
         """The periodic rescan: anything that changed without an event is looked at again."""
         started = time.monotonic()
+        if self.watcher is not None:
+            self.watcher.refresh_links()  # a symlinked folder retargeted or removed unseen
         snapshot = scan(self.settings.sessions)
         changes = diff(self._snapshot, snapshot)
         self._snapshot = snapshot

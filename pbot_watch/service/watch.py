@@ -8,6 +8,10 @@ Roots that do not exist yet are re-checked on every tick and watched as soon as 
 (then scanned, since files may have been created before the watch). inotify can fail to start
 or run out of watches (``ENOSPC``) or instances (``EMFILE``); then the service switches to
 watchdog's ``PollingObserver`` for all roots and says why in status.
+
+A session folder that is a symlink is read through the link (as Pi lists it), but a recursive
+watch does not follow it: each one is watched where it points, its events put back under the
+link (``LinkedHandler``), so its appends arrive as fast as in a plain folder.
 """
 
 from __future__ import annotations
@@ -70,24 +74,84 @@ class EnqueueHandler(FileSystemEventHandler):
     def __init__(self, changes: queue.SimpleQueue[Change]) -> None:
         self.changes = changes
 
+    def translate(self, raw: str) -> str:
+        """The path the service knows for a path an event names (itself, under a root)."""
+        return raw
+
     def dispatch(self, event: FileSystemEvent) -> None:
         if event.event_type not in _CONTENT_EVENTS:
             return
-        paths = [_fspath(event.src_path)]
+        paths = [self.translate(_fspath(event.src_path))]
         if event.event_type == EVENT_TYPE_MOVED and event.dest_path:
-            paths.append(_fspath(event.dest_path))
+            paths.append(self.translate(_fspath(event.dest_path)))
         for raw in paths:
             if not raw:
                 continue
+            arrived = event.event_type == EVENT_TYPE_CREATED or (
+                event.event_type == EVENT_TYPE_MOVED and raw != paths[0]
+            )
             if event.is_directory:
-                if event.event_type == EVENT_TYPE_CREATED or (
-                    event.event_type == EVENT_TYPE_MOVED and raw != paths[0]
-                ):
+                if arrived:
                     self.changes.put(Change("folder", Path(raw)))
                 elif event.event_type in (EVENT_TYPE_DELETED, EVENT_TYPE_MOVED):
                     self.changes.put(Change("folder-gone", Path(raw)))
             elif raw.endswith(SUFFIX):
                 self.changes.put(Change("file", Path(raw)))
+            elif arrived and os.path.islink(raw) and os.path.isdir(raw):
+                # A symlink to a folder (inotify reports the link, not a folder): its files are
+                # read through it, and the consumer watches where it points.
+                self.changes.put(Change("folder", Path(raw)))
+
+
+class LinkedHandler(EnqueueHandler):
+    """For a folder reached through a symlink: events name the target, the service knows the link.
+
+    inotify watches inodes, and watchdog's recursive watch does not follow symlinked folders,
+    so a session folder that is a symlink (``sessions/--home-me-proj--`` -> elsewhere) is
+    watched where it points, and each event's path is put back under the link.
+    """
+
+    def __init__(self, changes: queue.SimpleQueue[Change], link: Path, target: Path) -> None:
+        super().__init__(changes)
+        self.link = str(link)
+        self.target = str(target)
+
+    def translate(self, raw: str) -> str:
+        if raw == self.target:
+            return self.link
+        if raw.startswith(self.target + os.sep):
+            return self.link + raw[len(self.target) :]
+        return raw
+
+
+def linked_folders(root: Path) -> dict[Path, Path]:
+    """Folders below ``root`` that are symlinks to folders (at any depth, as the scans follow
+    them), each with the real folder it points to; a folder reached twice is listed once.
+    """
+    found: dict[Path, Path] = {}
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if not entry.is_dir():
+                    continue
+                path = Path(entry.path)
+                if entry.is_symlink():
+                    found[path] = path.resolve()
+            except (OSError, RuntimeError):  # a loop of links: resolve gives up
+                continue
+            stack.append(path)
+    return found
 
 
 def observer_kind(observer: BaseObserver) -> str:
@@ -109,6 +173,8 @@ class Watcher:
         self.poll_seconds = poll_seconds
         self.handler = EnqueueHandler(changes)
         self.watches: dict[Path, ObservedWatch] = {}
+        # Symlinked folders below the roots, watched where they point: link -> (target, watch).
+        self.links: dict[Path, tuple[Path, ObservedWatch]] = {}
         self.info = ObserverInfo(kind="none", reason=None)
         self._observer: BaseObserver | None = None
         self._polling = poll
@@ -129,6 +195,7 @@ class Watcher:
     def _start(self, observer: BaseObserver) -> None:
         self._observer = observer
         self.watches = {}
+        self.links = {}
         for root in self.roots:
             if root.is_dir():
                 self.watches[root] = observer.schedule(self.handler, str(root), recursive=True)
@@ -147,6 +214,42 @@ class Watcher:
             reason=self.info.reason,
             roots=[str(r) for r in self.watches],
         )
+        self.refresh_links()
+
+    def refresh_links(self) -> None:
+        """Watch every symlinked folder below the watched roots where it points; drop stale ones.
+
+        Called at start, when a root appears, when a symlink to a folder is created and at each
+        reconcile; a folder inside a watched root needs no watch of its own.
+        """
+        observer = self._observer
+        if observer is None:
+            return
+        wanted = {
+            link: target
+            for root in self.watches
+            for link, target in linked_folders(root).items()
+            if not any(target.is_relative_to(r) for r in self.watches)  # else watched already
+        }
+        for link, (target, watch) in list(self.links.items()):
+            if wanted.get(link) != target:
+                with contextlib.suppress(Exception):
+                    observer.unschedule(watch)
+                del self.links[link]
+        for link, target in wanted.items():
+            if link in self.links:
+                continue
+            try:
+                watch = observer.schedule(
+                    LinkedHandler(self.changes, link, target), str(target), recursive=True
+                )
+            except OSError as error:
+                log.warning(
+                    "linked_folder_watch_failed", link=str(link), target=str(target), error=str(error)
+                )
+                continue
+            self.links[link] = (target, watch)
+            log.info("linked_folder_watched", link=str(link), target=str(target))
 
     def _fall_back(self, reason: str) -> None:
         log.warning("fell_back_to_polling", reason=reason)
@@ -207,6 +310,8 @@ class Watcher:
                 return list(self.watches), vanished
             log.info("root_watched", root=str(root))
             appeared.append(root)
+        if appeared:
+            self.refresh_links()
         return appeared, vanished
 
     def root_info(self) -> list[RootInfo]:
