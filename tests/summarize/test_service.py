@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,8 @@ class TestIdle:
             )
             (node,) = nodes_of(archive).values()
             assert (node["text"], node["summarizer"]) == ("scripted summary", f"litellm/{MODEL}")
-            status = service.wait_status(lambda s: s.summaries.get("calls_today") == 1, "usage in status")
+            # The abandoned request counts too: the provider may have billed it.
+            status = service.wait_status(lambda s: s.summaries.get("calls_today") == 2, "usage in status")
             assert status.summaries["model"] == MODEL
             assert status.idle_worker["cancelled"] >= 1
             assert service.stop() == 0
@@ -127,4 +129,45 @@ class TestOfflineService:
             assert str(node["text"]).startswith("提问：")
             status = service.wait_status(lambda s: s.summaries.get("pending") == 0, "the summary status")
             assert (status.summaries["model"], status.summaries["calls_today"]) == ("offline", 0)
+            assert service.stop() == 0
+
+
+class TestBadAnswerInTheService:
+    def test_a_bad_answer_fails_its_node_once_and_the_others_go_on(
+        self, model_env: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A 2 MB answer with a lone surrogate: one counted failure, backed off; status stays small."""
+        monkeypatch.setenv("PBOT_WATCH_IDLE_SECONDS", "0.5")
+        server = model_env
+        bad = json.loads('"' + "x" * 2_000_000 + '\\ud800"')
+        server.handler = lambda r: Reply.answer(bad) if r.index == 0 else Reply.answer("a good short summary")
+        pi = PiSession("s-main", "/w")
+        pi.exchanges(8)
+        path = pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+        archive = tmp_path / "archive"
+        with ServiceProcess([tmp_path / "sessions"], archive).start() as service:
+            status = service.wait_status(
+                lambda s: s.summaries.get("failed") == 1 and s.idle_worker.get("runs", 0) >= 1,
+                "the bad answer to be a counted failure",
+                timeout=40,
+            )
+            wait_for(
+                lambda: sorted(n["ready"] for n in nodes_of(archive).values()) == [False, True],
+                what="the other node",
+            )
+            asked = len(server.chat_requests)
+            for more in range(2):  # two more idle periods: the failed node waits out its back-off
+                pi.exchanges(1, start=8 + more)
+                pi.append_to(path, len(pi.entries) - 2)
+                service.wait_status(
+                    lambda s, n=more: s.idle_worker.get("runs", 0) >= 2 + n, "another idle period"
+                )
+            failed_input = server.chat_requests[0].user_text
+            assert all(r.user_text != failed_input for r in server.chat_requests[1:]), (
+                "it was not asked again"
+            )
+            assert len(server.chat_requests) >= asked
+            status = service.wait_status(lambda s: s.summaries.get("failed") == 1, "the failure in status")
+            assert "BadAnswer" in (status.summaries.get("last_error") or "")
+            assert (service.state_dir / "status.json").stat().st_size < 100_000
             assert service.stop() == 0
