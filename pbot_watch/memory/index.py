@@ -174,16 +174,22 @@ class _Known:
     stamp: FileStamp
 
 
+# Raw memory's cursors carry no whole-file fingerprint (see ``SessionTail.plan``): every column
+# of a cursor but the last.
+_CURSOR = Cursor.COLUMNS[:-1]
+
+
 def _known(index: SearchIndex, path: Path) -> _Known | None:
     row = index.conn.execute(
-        "SELECT header, entries, dev, ino, offset, head, tail, ino, size, mtime_ns FROM mem_files WHERE path = ?",
+        f"SELECT header, entries, size, {', '.join(_CURSOR)} FROM mem_files WHERE path = ?",
         (str(path),),
     ).fetchone()
     if row is None:
         return None
-    header, entries, dev, ino, offset, head, tail, _ino, size, mtime_ns = row
-    cursor = Cursor(dev, ino, offset, head, tail, mtime_ns)
-    return _Known(SessionHeader.model_validate_json(header), entries, cursor, FileStamp(ino, size, mtime_ns))
+    header, entries, size, *values = row
+    cursor = Cursor.from_row(tuple(values))
+    stamp = FileStamp(cursor.ino, size, cursor.mtime_ns)
+    return _Known(SessionHeader.model_validate_json(header), entries, cursor, stamp)
 
 
 class _FileWriter:
@@ -316,24 +322,21 @@ class _FileWriter:
         """Forget the replaced sources that did not come back, and remember where reading stopped."""
         for rowid in self.reuse.values():
             drop_source(self.conn, rowid)
+        columns = ", ".join(_CURSOR)
+        updates = ", ".join(
+            f"{c}=excluded.{c}" for c in ("session_id", "header", "entries", "size", *_CURSOR)
+        )
+        # The cursor's mtime is the stamp's: both come from the one fstat the file was read with.
         self.conn.execute(
-            "INSERT INTO mem_files(path, session_id, header, entries, dev, ino, offset, head, tail, size, mtime_ns) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session_id=excluded.session_id, "
-            "header=excluded.header, entries=excluded.entries, dev=excluded.dev, ino=excluded.ino, "
-            "offset=excluded.offset, head=excluded.head, tail=excluded.tail, size=excluded.size, "
-            "mtime_ns=excluded.mtime_ns",
+            f"INSERT INTO mem_files(path, session_id, header, entries, size, {columns}) "
+            f"VALUES (?,?,?,?,?,{','.join('?' * len(_CURSOR))}) ON CONFLICT(path) DO UPDATE SET {updates}",
             (
                 self.file,
                 self.session_id,
                 header.model_dump_json(),
                 self.entries,
-                cursor.dev,
-                cursor.ino,
-                cursor.offset,
-                cursor.head,
-                cursor.tail,
                 stamp.size,
-                stamp.mtime_ns,
+                *cursor.row()[:-1],
             ),
         )
 

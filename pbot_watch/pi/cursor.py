@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 HEAD_BYTES = 4096
 TAIL_BYTES = 1024
@@ -56,6 +56,19 @@ class Cursor:
         head = (0, min(offset, HEAD_BYTES))
         tail_start = max(0, offset - TAIL_BYTES)
         return head, (tail_start, offset - tail_start)
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("dev", "ino", "offset", "head", "tail", "mtime_ns", "whole")
+    """The SQL columns a cursor is stored in, in ``row`` order (every store of cursors uses these)."""
+
+    def row(self) -> tuple[int, int, int, str, str, int, str]:
+        """The cursor as the values of ``COLUMNS``."""
+        return (self.dev, self.ino, self.offset, self.head, self.tail, self.mtime_ns, self.whole)
+
+    @classmethod
+    def from_row(cls, values: tuple[Any, ...]) -> Cursor:
+        """The cursor stored as ``values`` of ``COLUMNS`` (a store without ``whole`` passes six)."""
+        dev, ino, offset, head, tail, mtime_ns, *whole = values
+        return cls(int(dev), int(ino), int(offset), str(head), str(tail), int(mtime_ns), *map(str, whole))
 
     def seen(self, mtime_ns: int, whole: str) -> Cursor:
         """The same cursor, checked unchanged at ``mtime_ns``: not checked again until it changes."""

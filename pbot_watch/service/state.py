@@ -146,15 +146,17 @@ class StateStore:
             return
         try:
             rows = self.db.execute(
-                "SELECT path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped"
-                " FROM files"
+                f"SELECT path, {', '.join(Cursor.COLUMNS)}, session_id, workspace, skipped FROM files"
             ).fetchall()
         except sqlite3.Error as error:
             self._failed(error, "read")
             return
-        for path, dev, ino, offset, head, tail, mtime_ns, whole, session_id, workspace, skipped in rows:
-            cursor = Cursor(dev, ino, offset, head, tail, mtime_ns, whole)
-            yield FileState(Path(path), cursor, session_id, workspace, bool(skipped))
+        width = len(Cursor.COLUMNS)
+        for path, *values in rows:
+            session_id, workspace, skipped = values[width:]
+            yield FileState(
+                Path(path), Cursor.from_row(tuple(values[:width])), session_id, workspace, bool(skipped)
+            )
 
     def save(self, states: Iterable[FileState]) -> None:
         """Write cursors in one transaction (callers pass only files whose records are on disk)."""
@@ -162,13 +164,7 @@ class StateStore:
         for s in states:
             self._unsaved[str(s.path)] = (
                 str(s.path),
-                s.cursor.dev,
-                s.cursor.ino,
-                s.cursor.offset,
-                s.cursor.head,
-                s.cursor.tail,
-                s.cursor.mtime_ns,
-                s.cursor.whole,
+                *s.cursor.row(),
                 s.session_id,
                 s.workspace,
                 int(s.skipped),
@@ -239,7 +235,7 @@ class StateStore:
                     "DELETE FROM files WHERE path = ?", [(path,) for path, row in rows if row is None]
                 )
                 self.db.executemany(
-                    "INSERT OR REPLACE INTO files (path, dev, ino, offset, head, tail, mtime_ns, whole,"
+                    f"INSERT OR REPLACE INTO files (path, {', '.join(Cursor.COLUMNS)},"
                     " session_id, workspace, skipped, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [row for _, row in rows if row is not None],
                 )
