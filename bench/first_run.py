@@ -12,13 +12,18 @@ and measures on each, every figure as wall and CPU seconds of the process that d
   index), the index's size on disk against the record bytes, and the session list's median
   time on it (``search`` without a query), beside pbot's on its loaded records;
 * ``run``: ``pbot-watch run`` from an empty state and archive, until the newest session is
-  searchable, until every session is, and until it logs ``caught_up``; its peak RSS;
+  searchable, until every session is, and until it logs ``caught_up`` (searchable: records,
+  search index and raw memory); its peak RSS; then an exchange appended to the oldest session
+  (one the service no longer holds in memory): how long until it is found in the history index
+  and in raw memory, and how many bytes the service parsed for it, against the bytes appended;
+  then ``STEADY_APPENDS`` more appends to it (steady state), p50 and max;
 * ``decode``: reading every line with the standard library's ``json`` and with msgspec.
 
 Then it prints the figures side by side with how each grew from the small corpus to the large
 one, against the growth in bytes. Targets (2-core machine): newest session searchable within
 10 s of ``run`` starting, everything within 60 s, ``index`` within 1.0x of pbot's cold load,
-peak RSS under 200 MB. Run by hand::
+peak RSS under 200 MB; the first append after "caught up" searchable within 1 s, parsing
+about the appended bytes. Run by hand::
 
     .venv/bin/python bench/first_run.py                         # 50 MB and 634 MB, temp dirs
     .venv/bin/python bench/first_run.py --out /tmp/first-run    # keep (and reuse) the corpora
@@ -258,6 +263,102 @@ def _count(db: Path, sql: str, *args: Any) -> int:
         conn.close()
 
 
+APPEND_TIMEOUT_S = 60.0
+STEADY_APPENDS = 5
+
+
+def append_exchange(path: Path, token: str) -> int:
+    """A question and its answer appended as Pi appends them (children of the leaf); bytes written."""
+    last = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    leaf = json.loads(last).get("id")
+    now = int(time.time() * 1000)
+    lines = []
+    for n, (role, text) in enumerate(
+        [("user", f"where did {token} go?"), ("assistant", f"{token} is in the appended answer")]
+    ):
+        entry_id = f"{abs(hash(token)) % 16**8:08x}{n}"
+        message: dict[str, Any] = {
+            "role": role,
+            "content": [{"type": "text", "text": text}],
+            "timestamp": now,
+        }
+        if role == "assistant":
+            message |= {"stopReason": "stop", "api": "openai-completions", "provider": "x", "model": "y"}
+        entry = {"type": "message", "id": entry_id, "parentId": leaf, "timestamp": "2026-01-01T00:00:00.000Z"}
+        lines.append(json.dumps({**entry, "message": message}, separators=(",", ":")))
+        leaf = entry_id
+    data = ("\n".join(lines) + "\n").encode()
+    with path.open("ab") as out:
+        out.write(data)
+    return len(data)
+
+
+def searchable(db: Path, token: str) -> bool:
+    """Whether ``token`` is found in the history index and in raw memory (both literal indexes)."""
+    from pbot_watch.memory.texts import literal_match  # raw memory's trigrams carry no positions
+
+    return (
+        _count(db, "SELECT count(*) FROM nodes_literal WHERE nodes_literal MATCH ?", f'"{token}"') > 0
+        and _count(db, "SELECT count(*) FROM mem_literal WHERE mem_literal MATCH ?", literal_match(token)) > 0
+    )
+
+
+def parsed_bytes(state: Path) -> int | None:
+    """Session bytes the service decoded so far: for its records, and by raw memory on its own."""
+    try:
+        status = json.loads((state / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+    memory = (status.get("extensions") or {}).get("memory") or {}
+    return int(status.get("bytes_parsed_total", 0)) + int(memory.get("bytes_read_itself", 0))
+
+
+def _until(check: Any, timeout: float = APPEND_TIMEOUT_S) -> float | None:
+    """Seconds until ``check()`` holds (polled), ``None`` after ``timeout``."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if check():
+            return time.perf_counter() - start
+        time.sleep(POLL_SECONDS / 5)
+    return None
+
+
+def appends_after_catch_up(root: Path, state: Path, restore: dict[Path, int]) -> dict[str, Any]:
+    """The first append after "caught up", to the oldest session (not held in memory), then steady state.
+
+    Times are from the write to the append being found in both indexes; bytes parsed are the
+    status's parsed bytes before and after (the records' reads plus raw memory's own). The
+    session's size before is put in ``restore``: the caller cuts the appends off again once the
+    service stopped, so a kept corpus stays as it was generated.
+    """
+    db = state / "search.db"
+    oldest = min(root.rglob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+    restore[oldest] = oldest.stat().st_size
+    run_id = f"{os.getpid()}{time.time_ns() % 10**6}"
+    before = parsed_bytes(state)
+    appended = append_exchange(oldest, f"zqxfirst{run_id}")
+    first = _until(lambda: searchable(db, f"zqxfirst{run_id}"))
+    # Status is written every few seconds: wait for the one that counts this append.
+    _until(lambda: (parsed_bytes(state) or 0) > (before or 0), timeout=15)
+    after = parsed_bytes(state)
+    steady: list[float] = []
+    for n in range(STEADY_APPENDS):
+        time.sleep(0.3)
+        token = f"zqxsteady{run_id}x{n}"
+        append_exchange(oldest, token)
+        took = _until(lambda t=token: searchable(db, t))
+        if took is not None:
+            steady.append(took)
+    return {
+        "first append searchable s": round(first, 2) if first is not None else None,
+        "first append bytes": appended,
+        "first append bytes parsed": (after - before) if before is not None and after is not None else None,
+        "first append session MB": round(oldest.stat().st_size / 1e6, 1),
+        "steady append searchable p50 s": round(statistics.median(steady), 2) if steady else None,
+        "steady append searchable max s": round(max(steady), 2) if steady else None,
+    }
+
+
 def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     """``pbot-watch run`` on an empty state: when the newest, then every session is searchable."""
     clear_records(spaces)
@@ -267,6 +368,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     argv = [*pbot_watch(), "run", "--sessions", str(root), "--state-dir", str(state)]
     argv += ["--idle-seconds", "3600", "--log-format", "json"]
     caught_up: list[float] = []
+    restore: dict[Path, int] = {}
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = PeakRss(proc.pid)
@@ -291,9 +393,12 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
             if newest_at is not None and all_at is not None and caught_up:
                 break
             time.sleep(POLL_SECONDS)
+        appends = appends_after_catch_up(root, state, restore) if caught_up and proc.poll() is None else {}
     finally:
         proc.send_signal(signal.SIGTERM)
         _, _, usage = os.wait4(proc.pid, 0)
+        for path, size in restore.items():
+            os.truncate(path, size)
         proc.returncode = 0
         reader.join(5)
         shutil.rmtree(state, ignore_errors=True)
@@ -303,6 +408,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
         "caught up s": round(caught_up[0], 2) if caught_up else None,
         "cpu s": round(usage.ru_utime + usage.ru_stime, 2),
         "peak RSS MB": round(peak.mb(usage)),
+        **appends,
     }
 
 
@@ -416,7 +522,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         results["targets"] = (
             "newest searchable <= 10 s, all searchable <= 60 s, index wall ratio to pbot <= 1.0, "
-            "peak RSS < 200 MB"
+            "peak RSS < 200 MB, first append after caught up searchable <= 1 s and bytes parsed ~ its bytes"
         )
         results["load after"] = load_average()
         return results

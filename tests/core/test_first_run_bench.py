@@ -32,5 +32,8 @@ class TestFirstRunBench:
         assert large["search build"]["index MB"] > 0
         run = large["run from empty state"]
         assert None not in (run["newest searchable s"], run["all searchable s"], run["caught up s"])
+        assert None not in (run["first append searchable s"], run["first append bytes parsed"])
+        assert run["first append bytes"] > 0
+        assert run["steady append searchable p50 s"] is not None
         assert 4 == large["pbot cold load"]["records"]
         assert figures["growth (large / small)"]["bytes"] > 1
