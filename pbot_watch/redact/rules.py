@@ -140,11 +140,14 @@ _PLACEHOLDER = re.compile(
         \$.*                      # $VAR, ${VAR}, $(cmd)
       | %.*                       # %s, %(name)s
       | .*\{\{.*                  # {{ template }}, ${{ secrets.X }}
-      | \{[A-Za-z_][\w.]*\}       # {name}: a format string
+      | .*\{[A-Za-z_][\w.]*\}.*   # {name}: a format string
+      | .*(?:\*{3,}|[xX]{4,}).*    # sk-1****cdef, glpat_***, xxxx: masked
       | <[^>]*>?                  # <your-token>
       | [*xX.•#-]{3,}             # ****, xxxx, ..., ----
-      | .*(?:\.\.\.|…)             # sk-ant-..., gsk_…: a prefix shown, the rest left out
-      | \[redacted:.*             # already redacted
+      | .*(?:\.\.\.|…).*           # sk-ant-..., gsk_…: a prefix shown, the rest left out
+      | \[redacted.*              # already redacted (by us or by the tool that printed it)
+      | .*<[^>]*>.*               # pat/<token>
+      | \{.*                      # {file: ...}: a template
       | (?:your|my|the|example|sample|dummy|fake|test)[-_ ]?(?:password|passwd|secret|token|api[-_]?key|key)s?
     )$""",
     re.VERBOSE | re.IGNORECASE,
@@ -159,7 +162,8 @@ _NOT_VALUES = _words(  # and the keywords that follow ``if not password:``
     """null none nil true false undefined required optional empty string str int bytes bool
     boolean number any object secret secrets password passwords passwd token tokens key keys
     apikey api_key redacted hidden masked unset default env environ raise return pass continue
-    break yield await lambda not and or if else in is self this new const let var"""
+    break yield await lambda not and or if else in is self this new const let var float dict list
+    tuple set unknown never void nothing"""
 )
 """Words that stand where a value would, in code, schemas and docs: ``password: string``."""
 
@@ -177,19 +181,51 @@ _TYPE_NAMES = re.compile(r"^(?:[A-Z][A-Za-z]*|Optional\[.*|list\[.*|dict\[.*)$")
 """A type in an annotation (``token: SecretStr``); a value with a digit in it is no type name."""
 
 
-def _literal_value(match: re.Match[str], value: str, value_end: int) -> bool:
-    """Whether an assignment's value is a literal secret rather than code, a schema or a placeholder."""
+_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$")
+_ENVIRONMENT = ("os.environ", "process.env", "env.", "env:", "ENV[", "secrets.", "vault:")
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+_SYMBOLS = re.compile(r"[\d!@#$%^&*+=?~/|]")
+
+
+def _key_before(text: str, end: int) -> tuple[str, str]:
+    """The key that ends at ``end`` (the anchor word starts its last part) and what precedes it on its line."""
+    start = end
+    while start > 0 and text[start - 1] in _KEY_CHARS and end - start < 64:
+        start -= 1
+    line_start = text.rfind("\n", 0, start) + 1
+    return text[start:end], text[line_start:start]
+
+
+_SNAKE = re.compile(r"^_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*$|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+"""``final_value``, ``input_rate``, ``AZURE_CLIENT_SECRET``: a variable or a variable's name."""
+
+_GENERIC = re.compile(r"^[A-Z]\w*\[.*\]$")
+"""``"Token[Mapping[str, str] | None]"``: a type in quotes."""
+
+
+def _literal_value(match: re.Match[str], value: str, value_end: int, *, words_too: bool = False) -> bool:
+    """Whether an assignment's value is a literal secret rather than code, a schema, prose or a placeholder."""
     op = match.group("op")
+    if _PLACEHOLDER.match(value):
+        return False
+    value = value.rstrip(".,;:")  # a sentence's end is not the value's
     if len(value) < 4 or not value.strip():
         return False
-    if _PLACEHOLDER.match(value) or value.casefold() in _NOT_VALUES:
+    if _PLACEHOLDER.match(value) or value.casefold() in _NOT_VALUES or _NUMBER.match(value):
         return False
     if value.isdigit() and len(value) < 8:
         return False  # max_token = 1000, a port
-    if value[0] in "/~" or value.startswith(("./", "../")) or "://" in value:
-        return False  # a path or a URL (URL credentials have their own rule)
+    if value[0] in "/~" or value.startswith(("./", "../", *_ENVIRONMENT)) or "://" in value:
+        return False  # a path, a URL (URL credentials have their own rule), the environment
+    key, before = _key_before(match.string, match.end("op") - len(op))
+    if value == key or value.casefold() == key.casefold():
+        return False  # api_key = "api_key": a name, as enums and constants have
+    if not words_too and value.isalpha() and value.islower() and len(value) < 16:
+        return False  # "eos_token": "stop": a token or key is random, a password may be a word
+    if _SNAKE.match(value) or (_IDENTIFIER.match(value) and _KIND_WORDS.search(value)):
+        return False  # output_token=final_value, "token": "watsonx_token", "AZURE_CLIENT_SECRET"
     if match.group("quote"):
-        return not _PROSE.match(value)
+        return not _PROSE.match(value) and not _GENERIC.match(value)
     # An unquoted value: keep what is plainly code out.
     after = match.string[value_end : value_end + 1]
     if after in ("(", "[", "."):
@@ -200,9 +236,14 @@ def _literal_value(match: re.Match[str], value: str, value_end: int) -> bool:
     spaced = op != op.strip()
     if not bare_op:
         # ``--password hunter2``: a value after blanks only follows a long option.
-        return match.string[max(0, match.start() - 2) : match.start()] == "--"
-    if bare_op == ":" and (_TYPE_NAMES.match(value) or not spaced):
-        return False  # token: Optional[str], password: SecretStr; a:b is no YAML
+        return key.startswith("--")
+    if bare_op == ":":
+        if _TYPE_NAMES.match(value) or not spaced:
+            return False  # token: Optional[str], password: SecretStr; a:b is no YAML
+        if before.strip(" \t-#*>") and not _SYMBOLS.search(value):
+            return False  # mid-sentence "holding a secret: nothing"; "my password: hunter2" still goes
+        if re.match(r" +[A-Za-z]", match.string[value_end : value_end + 3]):
+            return False  # "- access_token: gitlab access token": a description, not a value
     return not (bare_op in ("=", ":=") and spaced and _IDENTIFIER.match(value))  # a variable in code
 
 
@@ -224,13 +265,16 @@ def _assignment(words: str) -> re.Pattern[str]:
     )
 
 
-def _assignment_guard(match: re.Match[str]) -> bool:
-    name = "secret" if match.start("secret") >= 0 else "bare"
-    return _literal_value(match, match.group(name), match.end(name))
+def _assignment_guard(words_too: bool) -> Guard:
+    def guard(match: re.Match[str]) -> bool:
+        name = "secret" if match.start("secret") >= 0 else "bare"
+        return _literal_value(match, match.group(name), match.end(name), words_too=words_too)
+
+    return guard
 
 
 def _assignment_rule(kind: str, words: str, anchors: tuple[str, ...]) -> Rule:
-    return Rule(kind, _assignment(words), anchors, guard=_assignment_guard)
+    return Rule(kind, _assignment(words), anchors, guard=_assignment_guard(words_too=kind == "password"))
 
 
 _AWS_SECRET = re.compile(
@@ -396,7 +440,9 @@ RULES: tuple[Rule, ...] = (
             r"(?<=[A-Za-z0-9])://[^\s:/@?#\"'<>\[\]]{1,128}:(?P<secret>[^\s@/\"'<>]{1,256})@(?=[A-Za-z0-9\[])"
         ),
         ("://",),
-        guard=lambda m: not _PLACEHOLDER.match(m.group("secret")),
+        guard=lambda m: (
+            not _PLACEHOLDER.match(m.group("secret")) and m.group("secret").casefold() not in _NOT_VALUES
+        ),
     ),
     _assignment_rule("password", r"pass(?:word|wd|phrase)|(?<=[_.\-])pass", cased("pass")),
     _assignment_rule("secret", r"secret(?:[_\-]?key)?|private[_\-]?key", cased("secret", "private")),

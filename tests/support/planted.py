@@ -187,4 +187,12 @@ def decoys(seed: int = 11) -> list[str]:
         "ModuleNotFoundError: No module named 'hf_transfer'",
         "[redacted:openai] and password=[redacted:password]",
         "export ANTHROPIC_API_KEY=sk-ant-...\nexport GROQ_API_KEY=gsk_...\nexport XAI_API_KEY=xai-…",
+        "printf 'OPENAI_API_KEY=sk-...\\n' > ~/.config/env; scheme://user:password@host",
+        "or raises, every text counts as holding a secret: nothing leaves",
+        '"input_cost_per_token": 0.00003,\n    _input_cost_per_token: float | None = None',
+        'api_key = "api_key"\nbearer_token = "bearer_token"\nclient_secret = "CLIENT_SECRET"',
+        '- api_key: Optional. The key.\n  "api_key": "os.environ/PERPLEXITYAI_API_KEY"',
+        '{"client_secret": "AZURE_CLIENT_SECRET", "token": "watsonx_token", "eos_token": "stop"}',
+        'token="__team_scope_auth_check__", api_key="[REDACTED]", apiKey="pat/<token>", x_token=final_value',
+        '"access_token": "glpat_***", "api_key": "sk-1****cdef", latency per output token: `{value}s/token`',
     ]
