@@ -54,11 +54,15 @@ CREATE TABLE IF NOT EXISTS files(
 def connect_team(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
     """A connection to the team server, or ``TeamUnavailable`` with the reason (no DSN in it)."""
     try:
-        return psycopg.connect(
+        conn = psycopg.connect(
             dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=autocommit, application_name="pbot-watch"
         )
     except psycopg.Error as error:
         raise TeamUnavailable(f"the team index cannot be reached: {scrub(error, dsn)}") from error
+    # No server-side prepared statements: a generic plan for ``id = ANY(%s)`` or a LIKE pattern
+    # can be a scan where the custom plan of each call uses an index.
+    conn.prepare_threshold = None
+    return conn
 
 
 def check_schema(conn: psycopg.Connection) -> None:

@@ -114,3 +114,58 @@ def test_team_scope_when_the_index_is_off(isolated_home: object) -> None:
     assert answer.failure is not None and "team index is off" in answer.text
     done = invoke("search", "--team", "x")
     assert done.returncode == 1 and "team index is off" in done.stderr
+
+
+def test_reader_role_searches_and_cannot_push_and_the_dsn_is_never_shown(
+    machine: TeamSpace, gate_open: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-only role of docs/team.md: search and read work, a push is refused, no password shown."""
+    _session(machine, "s-1", [("How is the reader role set up?", "With GRANT SELECT.")])
+    _ok("index")
+    _ok("team", "init")
+    _ok("team", "push")
+    with psycopg.connect(machine.dsn, autocommit=True) as conn:
+        conn.execute("CREATE ROLE pbot_reader")
+        conn.execute("GRANT SELECT ON pbot_records, pbot_nodes, pbot_meta, pbot_migrations TO pbot_reader")
+        conn.execute("CREATE ROLE bob LOGIN PASSWORD 'hunter2-Secret' IN ROLE pbot_reader")
+    reader = machine.dsn.replace("postgres@", "bob:hunter2-Secret@")
+    monkeypatch.setenv("PBOT_WATCH_TEAM_DSN", reader)
+    assert json.loads(_ok("search", "--team", "--json", "reader role"))["total"] == 1
+    _session(machine, "s-2", [("A second question", "A second answer")])
+    _ok("index")
+    refused = invoke("team", "push")
+    assert refused.returncode == 1
+    assert "permission denied" in refused.stderr
+    status = _ok("team", "status")
+    for output in (refused.stdout + refused.stderr, status, _ok("config")):
+        assert "hunter2" not in output
+
+
+@pytest.mark.slow
+def test_push_watch_follows_the_archive(machine: TeamSpace, gate_open: None) -> None:
+    """``team push --watch`` pushes records as they appear, until stopped."""
+    import os
+    import subprocess
+    import time
+
+    from tests.support.cli import pbot_watch_executable
+
+    _session(machine, "s-1", [("first", "one")])
+    _ok("index")
+    _ok("team", "init")
+    child = subprocess.Popen(
+        [pbot_watch_executable(), "team", "push", "--watch", "--interval", "0.2"],
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _session(machine, "s-2", [("a walrus question", "two")])
+        _ok("index")
+        deadline = time.monotonic() + 20
+        while json.loads(_ok("search", "--team", "--json", "walrus"))["total"] != 1:
+            assert time.monotonic() < deadline, "the new record was not pushed"
+            time.sleep(0.2)
+    finally:
+        child.terminate()
+        child.wait(10)

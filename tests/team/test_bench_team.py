@@ -1,0 +1,26 @@
+"""bench/team_scale.py runs end to end on a tiny size (figures are printed, never asserted)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.support.cli import bench
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("gate_open")]
+
+
+def test_team_scale_smoke() -> None:
+    if shutil.which("initdb") is None:
+        pytest.skip("PostgreSQL is not installed here (initdb is not on PATH)")
+    result = bench(
+        "team_scale.py",
+        *("--machines", "3", "--exchanges", "150", "--parallel", "2"),
+        *("--kills", "3", "--restarts", "1", "--samples", "2", "--repeat", "2"),
+    )
+    assert 0 == result.returncode, result.stderr
+    assert "exchanges/s" in result.stdout
+    assert "searchable after written" in result.stdout
+    assert "literal  zh 1 char" in result.stdout
+    assert "0 records missing, 0 records with wrong or extra nodes" in result.stdout
