@@ -10,7 +10,6 @@ never lost to a stale copy.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -28,6 +27,7 @@ from pbot_watch.archive.provenance import with_provenance, without_provenance
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
+from pbot_watch.pi.jsonline import Malformed, loads_json
 
 LEGACY_FIELDS = ("file",)
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -48,10 +48,14 @@ def record_file_name(record_id: str) -> str:
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
-    """A record file's content, or ``None`` when it is not a record (torn by a crash of another tool, foreign)."""
+    """A record file's content, or ``None`` when it is not a record (torn by a crash of another tool, foreign).
+
+    A record folder can hold anything a cloned repository ships, nested past any decoder's
+    depth included: such a file is one unreadable record, never a failed command.
+    """
     try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        value = loads_json(path.read_bytes())
+    except (OSError, Malformed):
         return None
     if (
         isinstance(value, dict)
@@ -61,6 +65,17 @@ def read_record(path: Path) -> dict[str, Any] | None:
     ):
         return value
     return None
+
+
+def _quick_session_id(head: bytes) -> Any:
+    """The ``sessionId`` in a record file's first bytes, when it is there and decodes; else ``None``."""
+    match = _SESSION_ID.search(head)
+    if match is None:
+        return None
+    try:
+        return loads_json(b'"' + match.group(1) + b'"')
+    except Malformed:  # a bad escape or broken UTF-8: the whole file decides
+        return None
 
 
 @dataclass
@@ -153,8 +168,7 @@ class ArchiveStore:
                     head = handle.read(4096)
             except OSError:
                 continue
-            match = _SESSION_ID.search(head)
-            session_id = json.loads(b'"' + match.group(1) + b'"') if match else None
+            session_id = _quick_session_id(head)
             if session_id is None:
                 record = read_record(path)
                 session_id = record["sessionId"] if record else None

@@ -23,26 +23,45 @@ from pydantic import ValidationError
 
 from pbot_watch import __version__
 from pbot_watch.config import Settings
+from pbot_watch.history.jstext import to_well_formed
 from pbot_watch.log import get_logger
 from pbot_watch.mcp_server.server import build_server
+from pbot_watch.pi.jsonline import Malformed, loads_json
 
 
-def rejection(line: str) -> types.JSONRPCError | None:
-    """The error reply to ``line``, or ``None`` when it is a JSON-RPC message the SDK can take."""
+def checked(line: str) -> str | types.JSONRPCError:
+    r"""The line the SDK should read, or the error reply to it.
+
+    A JSON-RPC message comes back as it was read. One whose strings hold a lone surrogate
+    (``"\udfff"``: valid JSON, which the SDK's parser refuses) comes back rewritten with U+FFFD
+    in its place, the rule every text from outside follows here (``to_well_formed``): the
+    tool answers, as ``pi serve`` does, instead of the caller hearing "not a message".
+    """
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError:
         pass
     else:
-        return None
+        return line
     try:
-        value = json.loads(line)
-    except ValueError as error:
+        value = loads_json(line)
+    except Malformed as error:
         return _error(None, types.PARSE_ERROR, f"Parse error: {error}")
+    well_formed = to_well_formed(value)
+    if well_formed != value:
+        rewritten = json.dumps(well_formed, ensure_ascii=False)
+        try:
+            types.jsonrpc_message_adapter.validate_json(rewritten, by_name=False)
+        except ValidationError:
+            pass
+        else:
+            return rewritten
     request_id = value.get("id") if isinstance(value, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         request_id = None
-    return _error(request_id, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    return _error(
+        to_well_formed(request_id), types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
+    )
 
 
 def _error(request_id: int | str | None, code: int, message: str) -> types.JSONRPCError:
@@ -87,13 +106,13 @@ class CheckedLines:
         async for line in self.lines:
             if not line.strip():
                 continue  # a blank line is no message and asks for nothing
-            error = rejection(line)
-            if error is None:
-                yield line
+            answer = checked(line)
+            if isinstance(answer, str):
+                yield answer
                 continue
             await self.ready.wait()
             assert self.replies is not None
-            await self.replies.send(SessionMessage(error))
+            await self.replies.send(SessionMessage(answer))
 
 
 def serve_stdio(settings: Settings) -> None:

@@ -72,6 +72,7 @@ from pbot_watch.memory.extract import (
 )
 from pbot_watch.memory.handles import make_short_handle, parse_handle
 from pbot_watch.redact.policy import scrub
+from pbot_watch.search.dates import wall_clock
 from pbot_watch.search.errors import QueryError, UnknownHandle
 from pbot_watch.search.models import CueClass, CueLine, CueStage, CueState
 
@@ -141,7 +142,7 @@ def _moment(timestamp: str, tz: tzinfo) -> datetime | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(tz)
+    return wall_clock(moment, tz)
 
 
 def short_time(timestamp: str, tz: tzinfo) -> str:

@@ -16,6 +16,12 @@ disagree, msgspec refuses the line, and the standard library, set up to behave l
 Everything else is the same on both paths: duplicate keys (the last one wins), integers of
 any size (kept exact; ``jstext.js_number`` prints them as JavaScript would), and nesting deeper
 than the decoder goes, which both report as an error and the reader counts as malformed.
+
+``loads_json`` is the same promise for every other JSON that comes from outside (a record
+file in a workspace, a protocol line on stdin, a handle or cursor a caller hands back): a
+value, or ``Malformed``. The standard library's decoder raises ``RecursionError`` for nesting
+deeper than the interpreter's stack (a 100,000-deep array is a few hundred kilobytes), which is
+no ``ValueError``: left alone it would stop whatever read the file instead of that one file.
 """
 
 from __future__ import annotations
@@ -40,6 +46,20 @@ class Malformed(ValueError):
     """The line is not JSON that ``JSON.parse`` would accept (or nests deeper than we decode)."""
 
 
+def loads_json(data: bytes | str) -> Any:
+    """One JSON document from outside (not a session line: see ``loads_line``); raises ``Malformed``."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise Malformed(_reason(error)) from None
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, RecursionError):
+        return "nested deeper than pbot-watch reads"
+    return str(error)
+
+
 def loads_line(line: bytes) -> Any:
     """The JSON value of one line of a session file; raises ``Malformed``."""
     try:
@@ -56,4 +76,4 @@ def loads_line(line: bytes) -> Any:
     except (ValueError, RecursionError) as error:
         # RecursionError: nesting deeper than Python's parser goes (JSON.parse goes further;
         # no Pi entry is nested like that, and one bad line must not stop the file).
-        raise Malformed(str(error)) from None
+        raise Malformed(_reason(error)) from None

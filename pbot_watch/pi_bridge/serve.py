@@ -10,7 +10,6 @@ on; it stops when Pi closes its stdin (Pi quit, or was killed).
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -28,6 +27,7 @@ from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.config import Settings
 from pbot_watch.display import for_person, language
 from pbot_watch.log import get_logger
+from pbot_watch.pi.jsonline import Malformed, loads_json
 from pbot_watch.pi_bridge.footer import footer_text
 from pbot_watch.pi_bridge.protocol import (
     CuesParams,
@@ -189,8 +189,8 @@ class Server:
 
     def dispatch(self, raw: bytes) -> None:
         try:
-            data = json.loads(raw)
-        except ValueError as error:
+            data = loads_json(raw)
+        except Malformed as error:
             self._error(None, "protocol", f"not a JSON line: {error}")
             return
         request_id = data.get("id") if isinstance(data, dict) else None

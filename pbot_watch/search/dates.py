@@ -10,7 +10,7 @@ which is exactly what JavaScript consults too.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 _ISO = re.compile(
     r"""^(?P<year>[+-]\d{6}|\d{4})
@@ -81,3 +81,17 @@ def _local_offset_ms(local_as_utc_ms: float) -> float:
         return (offset2 or offset).total_seconds() * 1000
     except (OverflowError, OSError, ValueError):
         return 0.0
+
+
+def wall_clock(moment: datetime, zone: tzinfo | None = None) -> datetime:
+    """``moment`` on the clock of ``zone`` (the local zone for ``None``), for showing it.
+
+    Python's datetimes end at years 1 and 9999, and a timestamp Pi (or anyone) wrote can sit on
+    that edge with an offset (``9999-12-31T23:59:59-14:00`` is the year 10000 in UTC). Such a
+    moment is shown on its own clock, as written: a line that cannot be converted is still a
+    line, never a failed listing of every session on the page.
+    """
+    try:
+        return moment.astimezone(zone)
+    except (OverflowError, OSError, ValueError):
+        return moment

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from pbot_watch.display import snippet_window
 from pbot_watch.history.jstext import collapse_whitespace, js_trim
+from pbot_watch.search.dates import wall_clock
 from pbot_watch.search.tokens import query_terms
 
 if TYPE_CHECKING:
@@ -23,8 +24,9 @@ def local_time(iso: str) -> str:
     except ValueError:
         return iso
     if moment.tzinfo is not None:
-        moment = moment.astimezone()
-    return moment.strftime("%Y-%m-%d %H:%M")
+        moment = wall_clock(moment)
+    # Not strftime's %Y, which writes the year 1 as "1": years are four digits here.
+    return f"{moment.year:04d}-{moment:%m-%d %H:%M}"
 
 
 def highlight(snippet: str, query: str, *, terms: bool) -> Text:
