@@ -249,8 +249,9 @@ def index_all(
     for root in roots:
         if not root.is_dir():
             raise MissingRoot(f"session root {root} does not exist")
-    paths = [p for root in roots for p in iter_session_files(root)]
-    report = IndexReport(files=len(paths))
+    skipped: list[str] = []
+    paths = [p for root in roots for p in iter_session_files(root, skipped)]
+    report = IndexReport(files=len(paths), warnings=skipped)
     state = IndexProgress(files_total=len(paths))
     # A session id spread over several files (an /import copy) makes one record, so files are
     # grouped by their header first; then one session at a time is read whole and saved, and

@@ -68,14 +68,16 @@ def open_query(
     index = open_index(settings)
     try:
         context = QueryContext(settings, index)
+        skipped: list[str] = []  # session files left out for their names, said once
         if history:
-            context.folders = record_folders(index, settings.sessions, settings.archive)
+            context.folders = record_folders(index, settings.sessions, settings.archive, skipped)
             context.warnings = index.update_from_archive(context.folders).warnings
         if memory and scope is not None and scope.session_file is not None:
             ensure_memory_tables(index)
             sync_memory_file(index, scope.session_file)
         elif memory:
-            refresh_memory(index, settings.sessions)
+            refresh_memory(index, settings.sessions, skipped=None if history else skipped)
+        context.warnings[:0] = skipped
         yield context
     finally:
         index.close()

@@ -25,6 +25,7 @@ from typing import Any, Literal, Self
 
 from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, hasher, plan, verify
 from pbot_watch.pi.entries import SessionHeader, SessionReader, session_header
+from pbot_watch.pi.untrusted import shown_path, unstorable_name
 
 HEADER_CHUNK = 1 << 16
 DIGEST_CHUNK = 1 << 20
@@ -41,8 +42,12 @@ def default_session_roots() -> list[Path]:
     return [agent_dir() / "sessions"]
 
 
-def iter_session_files(root: Path) -> Iterator[Path]:
-    """Every ``*.jsonl`` below ``root``, sorted, following directory symlinks once (as Pi's listAll does)."""
+def iter_session_files(root: Path, skipped: list[str] | None = None) -> Iterator[Path]:
+    """Every ``*.jsonl`` below ``root``, sorted, following directory symlinks once (as Pi's listAll does).
+
+    A file or folder whose name is not UTF-8 is left out (``unstorable_name``), and the warning
+    saying so is added to ``skipped`` when given.
+    """
     seen: set[tuple[int, int]] = set()
     stack = [root]
     while stack:
@@ -62,12 +67,27 @@ def iter_session_files(root: Path) -> Iterator[Path]:
         for child in children:
             try:
                 if child.is_dir():
-                    subfolders.append(Path(child.path))
+                    folder_path = Path(child.path)
+                    if not _named_well(folder_path, skipped, "a folder"):
+                        continue
+                    subfolders.append(folder_path)
                 elif child.name.endswith(".jsonl") and child.is_file():
-                    yield Path(child.path)
+                    path = Path(child.path)
+                    if _named_well(path, skipped, "a session file"):
+                        yield path
             except OSError:
                 continue
         stack.extend(reversed(subfolders))
+
+
+def _named_well(path: Path, skipped: list[str] | None, kind: str) -> bool:
+    if not unstorable_name(path):
+        return True
+    if skipped is not None:
+        skipped.append(
+            f"{shown_path(path)}: {kind} whose name is not UTF-8 is skipped (rename it to index it)"
+        )
+    return False
 
 
 class NotRegularFile(OSError):

@@ -13,13 +13,16 @@ with odd files" in ``docs/service.md`` names the test here that plays it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pbot_watch.history.nodes import RECORD_NAMESPACE
 from tests.memory.work import budget_session
 from tests.pi_bridge.child import ServeChild
 from tests.support.cli import invoke, pbot_watch_executable
@@ -103,8 +106,8 @@ def records(folder: Path, skip: str) -> dict[str, dict[str, Any]]:
 
 
 def said(done: subprocess.CompletedProcess[str]) -> str:
-    """Everything a command printed, lines joined (a terminal may wrap a warning anywhere)."""
-    return " ".join((done.stdout + done.stderr).split())
+    """Everything a command printed, its lines joined: rich wraps a long warning, even inside a word."""
+    return "".join((done.stdout + done.stderr).splitlines())
 
 
 def service_serves(neighbours: Neighbours, tmp_path: Path) -> None:
@@ -272,3 +275,142 @@ class TestTimestampsAtTheEdge:
             assert "result" in reply, reply
             assert 3 == reply["result"]["batch"]
             assert "12-31 23:59 toolResult" in reply["result"]["block"]
+
+
+# ---- ids and cwds --------------------------------------------------------------------------------
+def surrogate_in(place: str, neighbours: Neighbours) -> PiSession:
+    """The bad session of the repro: a lone surrogate in its header id, an entry's ids, or its cwd."""
+    if place == "header-id":
+        return bad_session(neighbours.workspace, session_id=f"{BAD}{LONE}")
+    if place == "cwd":
+        return bad_session(neighbours.workspace, cwd=f"{neighbours.workspace}{LONE}")
+    pi = PiSession(BAD, str(neighbours.workspace))
+    pi.user("findme too, from the bad one", id=f"u{LONE}")
+    pi.assistant("an answer", id=f"a{LONE}", parent=f"u{LONE}")
+    return pi
+
+
+PLACES = ["header-id", "entry-ids", "cwd"]
+
+
+class TestLoneSurrogateIds:
+    """A lone surrogate (valid JSON, kept by Pi's and Python's parsers) where a key is expected."""
+
+    @pytest.mark.parametrize("place", PLACES)
+    def test_every_command_serves(self, neighbours: Neighbours, place: str) -> None:
+        """``index``, ``search`` and ``memory search`` exit 0 and find the good session."""
+        neighbours.bad(surrogate_in(place, neighbours))
+        served()
+
+    def test_header_id_names_a_well_formed_record(self, neighbours: Neighbours) -> None:
+        """Its record is ``uuid5`` of the id with U+FFFD, its ``sessionId`` that id; search finds it."""
+        neighbours.bad(surrogate_in("header-id", neighbours))
+        done = served(also=("findme too, from the bad one",))
+        record = records(neighbours.history, skip="").get(f"{BAD}\ufffd")
+        assert record is not None
+        assert str(uuid.uuid5(RECORD_NAMESPACE, f"{BAD}\ufffd")) == record["id"]
+        assert "findme too" in done["search findme"].stdout
+
+    def test_entry_ids_make_well_formed_node_ids(self, neighbours: Neighbours) -> None:
+        """Node ids embed the well-formed entry id; ``memory search`` finds the bad session's text too."""
+        neighbours.bad(surrogate_in("entry-ids", neighbours))
+        done = served(also=("findme too, from the bad one",))
+        record = records(neighbours.history, skip="")[BAD]
+        assert [f"{record['id']}:0:a\ufffd"] == [n["id"] for n in record["nodes"] if n["kind"] == "exchange"]
+        assert "findme too" in done["memory search findme"].stdout
+
+    def test_cwd_is_a_workspace_that_does_not_exist(self, neighbours: Neighbours) -> None:
+        """The cwd names no folder (Pi's own would be U+FFFD-decoded): skipped with a warning."""
+        neighbours.bad(surrogate_in("cwd", neighbours))
+        done = served()
+        assert f"warning: workspace {neighbours.workspace}\ufffd no longer exists" in done["index"].stderr
+
+    def test_mcp_search_memory(self, neighbours: Neighbours) -> None:
+        """The MCP ``search_memory`` tool answers with both sessions' hits."""
+        neighbours.bad(surrogate_in("entry-ids", neighbours))
+        answer = mcp_tool_text("search_memory", {"query": "findme"})
+        assert "findme question" in answer
+        assert "findme too" in answer
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(90)
+    @pytest.mark.parametrize("place", PLACES)
+    def test_service_starts_and_serves(self, neighbours: Neighbours, tmp_path: Path, place: str) -> None:
+        """``run`` starts (it exited at every start), and its state is saved at the stop."""
+        neighbours.bad(surrogate_in(place, neighbours))
+        service_serves(neighbours, tmp_path)
+        service_serves(neighbours, tmp_path)  # the saved state (paths, session ids) reads back
+
+
+def mcp_tool_text(name: str, arguments: dict[str, Any]) -> str:
+    replies = mcp_replies(*INITIALIZE, tool_call(2, name, arguments))
+    result = by_id(replies, 2)["result"]
+    assert not result.get("isError"), result
+    return str(result["content"][0]["text"])
+
+
+# ---- file names ----------------------------------------------------------------------------------
+NOT_UTF8 = b"caf\xe9"
+
+
+class TestNamesThatAreNotUtf8:
+    """``b'caf\\xe9.jsonl'``, or a session folder so named: skipped with a warning naming it."""
+
+    def plant(self, neighbours: Neighbours, *, folder: bool) -> bytes:
+        pi = bad_session(neighbours.workspace)
+        parent = (
+            os.fsencode(neighbours.root) + b"/--" + NOT_UTF8 + b"--"
+            if folder
+            else os.fsencode(neighbours.folder)
+        )
+        os.makedirs(parent, exist_ok=True)
+        path = parent + (b"/s.jsonl" if folder else b"/" + NOT_UTF8 + b".jsonl")
+        with open(path, "wb") as out:
+            out.write(escaped(pi))
+        return parent if folder else path
+
+    @pytest.mark.parametrize("folder", [False, True], ids=["file", "folder"])
+    def test_every_command_serves(self, neighbours: Neighbours, folder: bool) -> None:
+        """Every command exits 0 for the good session, and says which name it skipped."""
+        planted = self.plant(neighbours, folder=folder).decode("utf-8", "backslashreplace")
+        done = served()
+        kind = "a folder" if folder else "a session file"
+        warning = f"{planted}: {kind} whose name is not UTF-8 is skipped (rename it to index it)"
+        assert warning in said(done["index"])
+        assert warning in said(done["search findme"])
+        assert warning in said(done["memory search findme"])
+
+    def test_record_file_so_named(self, neighbours: Neighbours) -> None:
+        """A record file so named in a workspace's history folder (a repository can ship one): skipped."""
+        assert 0 == invoke("index").returncode
+        good = next(neighbours.history.glob("*.json"))
+        evil = os.fsencode(neighbours.history) + b"/" + NOT_UTF8 + b".json"
+        with open(evil, "wb") as out:
+            out.write(good.read_bytes().replace(GOOD.encode(), BAD.encode()))
+        done = served()
+        shown = evil.decode("utf-8", "backslashreplace")
+        assert f"{shown}: a record file whose name is not UTF-8 is skipped" in said(done["search findme"])
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(90)
+    @pytest.mark.parametrize("folder", [False, True], ids=["file", "folder"])
+    def test_service_at_start_and_while_running(
+        self, neighbours: Neighbours, tmp_path: Path, folder: bool
+    ) -> None:
+        """At start the log names it; made while the service runs, it is ignored; the service goes on."""
+        self.plant(neighbours, folder=folder)
+        log = tmp_path / "service.log"
+        with ServiceProcess([neighbours.root], None, log=log).start() as service:
+            assert "whose name is not UTF-8 is skipped" in log.read_text()
+            pi = bad_session(neighbours.workspace)
+            with open(os.fsencode(neighbours.folder) + b"/" + NOT_UTF8 + b"-2.jsonl", "wb") as out:
+                out.write(escaped(pi))
+            since = len(neighbours.good.entries)
+            neighbours.good.turn("findme later", "later answer")
+            neighbours.good.append_to(neighbours.folder / "good.jsonl", since)
+            wait_for(
+                lambda: "findme later" in json.dumps(records(neighbours.history, skip="").get(GOOD)),
+                what="the good session's append in its record",
+                details=service.log_tail,
+            )
+            assert 0 == service.stop()

@@ -28,6 +28,7 @@ from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
 from pbot_watch.pi.jsonline import Malformed, loads_json
+from pbot_watch.pi.untrusted import unstorable_name
 
 LEGACY_FIELDS = ("file",)
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -163,6 +164,8 @@ class ArchiveStore:
     def _scan(folder: Path) -> dict[str, Path]:
         found: dict[str, Path] = {}
         for path in sorted(folder.glob("*.json")):
+            if unstorable_name(path):  # no index could name it: as if it were not there (sources.py)
+                continue
             try:
                 with path.open("rb") as handle:
                     head = handle.read(4096)

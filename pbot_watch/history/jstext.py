@@ -12,6 +12,8 @@ import math
 import re
 from typing import Any
 
+from pbot_watch.pi.untrusted import LONE_SURROGATE, well_formed_value
+
 # ECMAScript WhiteSpace + LineTerminator (what /\s/ matches); Python's \s differs (\x1c-\x1f).
 JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
@@ -160,41 +162,28 @@ def locale_key(value: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(primary), tuple(tertiary)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def has_lone_surrogate(text: str) -> bool:
-    """Whether ``text`` holds half a character, which UTF-8 (SQLite, a terminal) cannot carry."""
-    return _LONE_SURROGATE.search(text) is not None
-
-
 def dumps_utf8(value: Any) -> bytes:
     """``JSON.stringify(value)`` as UTF-8 bytes; the lone-surrogate pass runs only when needed."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+        return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 def to_well_formed(value: Any) -> Any:
     """``String.prototype.toWellFormed`` on every string of a JSON value: lone surrogates become U+FFFD.
 
     For what must be valid UTF-8 (SQLite text, a terminal, the MCP transport). A lone surrogate
-    is half of a character, an emoji cut by a length limit, say: not text anyone wrote.
+    is half of a character, an emoji cut by a length limit, say: not text anyone wrote. The rule
+    is the session reader's own (``pi.untrusted``), which applies it to ids and cwds as it parses.
     """
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
-    if isinstance(value, list):
-        return [to_well_formed(item) for item in value]
-    if isinstance(value, dict):
-        return {to_well_formed(key): to_well_formed(item) for key, item in value.items()}
-    return value
+    return well_formed_value(value)
 
 
 def dumps(value: Any, *, indent: int | None = 2) -> str:
     """JSON text with real UTF-8 characters and ``JSON.stringify``'s escapes for lone surrogates."""
     text = json.dumps(value, ensure_ascii=False, indent=indent)
-    if _LONE_SURROGATE.search(text):
-        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if LONE_SURROGATE.search(text):
+        text = LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text

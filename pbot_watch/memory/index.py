@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.history.jstext import dumps
 from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
 from pbot_watch.pi.cursor import Cursor, Plan
@@ -342,7 +343,9 @@ class _FileWriter:
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
+    # A tool call's arguments are the model's text: a lone surrogate is kept, escaped (SQLite
+    # text is UTF-8), so the call reads back exactly as it was written.
+    return None if value is None else dumps(value, indent=None)
 
 
 def feed_memory(
@@ -550,15 +553,24 @@ def _drop_file(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("DELETE FROM mem_files WHERE path = ?", (path,))
 
 
-def refresh_memory(index: SearchIndex, roots: Iterable[Path], report: MemorySync | None = None) -> int:
-    """Sync every session file under ``roots`` (and forget files that are gone); return files changed."""
+def refresh_memory(
+    index: SearchIndex,
+    roots: Iterable[Path],
+    report: MemorySync | None = None,
+    *,
+    skipped: list[str] | None = None,
+) -> int:
+    """Sync every session file under ``roots`` (and forget files that are gone); return files changed.
+
+    Files left out for their names (``iter_session_files``) are said in ``skipped``.
+    """
     ensure_memory_tables(index)
     seen: set[str] = set()
     changed = 0
     for root in roots:
         if not root.is_dir():
             continue
-        for path in iter_session_files(root):
+        for path in iter_session_files(root, skipped):
             seen.add(str(path))
             changed += sync_memory_file(index, path, report)
     gone = [p for (p,) in index.conn.execute("SELECT path FROM mem_files") if p not in seen]

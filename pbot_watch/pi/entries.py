@@ -16,11 +16,12 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from pbot_watch.pi.jsonline import Malformed, loads_line
 from pbot_watch.pi.lines import LineSplitter
+from pbot_watch.pi.untrusted import may_hold_lone_surrogate, well_formed_ids, well_formed_value
 
 CURRENT_SESSION_VERSION = 3
 
@@ -39,6 +40,12 @@ class SessionHeader(_Open):
     timestamp: Any = None
     cwd: Any = None
     parent_session: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _well_formed(cls, value: Any) -> Any:
+        # The id, cwd and any extra field are kept, and stored, by every part: see ``pi.untrusted``.
+        return well_formed_value(value)
 
     @property
     def workspace(self) -> str | None:
@@ -88,7 +95,9 @@ class SessionReader:
     Feeding the file in any chunks gives the same entries as feeding it whole: only complete
     lines are decoded, and all state (migration chain, counters) advances per line.
     Entries come out with ``id``/``parentId`` normalised to a non-empty string or ``None``,
-    which is exactly how Pi's ``getBranch`` treats falsy values.
+    which is exactly how Pi's ``getBranch`` treats falsy values. Every id an entry gives (its
+    own, its parent's, a tool call's...) and the header's id and cwd are well-formed text
+    (``pi.untrusted``).
     """
 
     def __init__(self) -> None:
@@ -172,13 +181,15 @@ class SessionReader:
             if self._v1:
                 self._v1_headers.append(self._ordinal + len(self._v1_headers) + 1)
             return None
+        if may_hold_lone_surrogate(line):
+            well_formed_ids(value)
         return self._migrate(value)
 
     def _first(self, value: Any) -> None:
         # Pi's rule: the first parsed entry must be {type: "session", id: string}.
         try:
             header = SessionHeader.model_validate(value)
-        except ValidationError:
+        except (ValidationError, RecursionError):  # RecursionError: extra fields nested past the stack
             self.not_session = True
             return
         self._start(header)

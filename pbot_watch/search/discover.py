@@ -20,8 +20,13 @@ from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.sources import iter_session_files, known_header
 
 
-def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tuple[str | None, str | None]]:
-    """Every session file under ``roots`` with its (session id, workspace), re-reading only changed files."""
+def session_headers(
+    index: SearchIndex, roots: Iterable[Path], skipped: list[str] | None = None
+) -> dict[Path, tuple[str | None, str | None]]:
+    """Every session file under ``roots`` with its (session id, workspace), re-reading only changed files.
+
+    Files left out for their names (``iter_session_files``) are said in ``skipped``.
+    """
     conn = index.conn
     known = {
         Path(p): (ino, size, mtime, sid, ws)
@@ -32,7 +37,7 @@ def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tup
     out: dict[Path, tuple[str | None, str | None]] = {}
     changed: list[tuple[str, int, int, int, str | None, str | None]] = []
     for root in roots:
-        for path in iter_session_files(root):
+        for path in iter_session_files(root, skipped):
             try:
                 st = os.stat(path)
             except OSError:
@@ -62,12 +67,14 @@ def session_headers(index: SearchIndex, roots: Iterable[Path]) -> dict[Path, tup
     return out
 
 
-def record_folders(index: SearchIndex, roots: Iterable[Path], archive: Path | None) -> list[RecordFolder]:
-    """The record folders to refresh before a query."""
+def record_folders(
+    index: SearchIndex, roots: Iterable[Path], archive: Path | None, skipped: list[str] | None = None
+) -> list[RecordFolder]:
+    """The record folders to refresh before a query (``skipped``: as ``session_headers``)."""
     if archive is not None:
         return [RecordFolder(archive, None)]
     folders: dict[Path, RecordFolder] = {}
-    for _sid, workspace in session_headers(index, [r for r in roots if r.is_dir()]).values():
+    for _sid, workspace in session_headers(index, [r for r in roots if r.is_dir()], skipped).values():
         # A relative cwd has no record (index skips it): looking it up would read the records of
         # whatever folder the caller stands in.
         if workspace is not None and not relative_workspace(workspace):

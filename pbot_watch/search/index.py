@@ -37,7 +37,8 @@ from typing import Any, Self
 from pbot_watch.archive.files import read_record
 from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
-from pbot_watch.history.jstext import has_lone_surrogate, locale_key, to_well_formed, utf16_slice
+from pbot_watch.history.jstext import locale_key, to_well_formed, utf16_slice
+from pbot_watch.pi.untrusted import has_lone_surrogate, shown_path, unstorable_name
 from pbot_watch.redact.policy import scrub
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
@@ -328,7 +329,9 @@ class SearchIndex:
         if known is None or known[0] != folder.workspace:
             return True
         try:
-            entries = [e for e in os.scandir(folder.path) if e.name.endswith(".json")]
+            entries = [
+                e for e in os.scandir(folder.path) if e.name.endswith(".json") and not unstorable_name(e.path)
+            ]
         except OSError:
             return True
         indexed = {
@@ -376,6 +379,11 @@ class SearchIndex:
         }
         for entry in entries:
             if not entry.name.endswith(".json"):
+                continue
+            if unstorable_name(entry.path):
+                report.warnings.append(
+                    f"{shown_path(entry.path)}: a record file whose name is not UTF-8 is skipped (rename it)"
+                )
                 continue
             present.add(entry.path)
             report.records_seen += 1

@@ -33,11 +33,11 @@ from typing import Any
 from pbot_watch.display import record_query
 from pbot_watch.history.jstext import (
     collapsed_head,
-    has_lone_surrogate,
     js_trim,
     to_well_formed,
     utf16_slice,
 )
+from pbot_watch.pi.untrusted import has_lone_surrogate
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
 from pbot_watch.search.index import SearchIndex, capped_snippet, text_head, text_holds

@@ -189,7 +189,10 @@ class Server:
         self.reporter.write()
         self.reporter.start_heartbeat()
         # The start scan: every file whose stat and fingerprints match its cursor is left alone.
-        self._snapshot = scan(settings.sessions)
+        skipped: list[str] = []
+        self._snapshot = scan(settings.sessions, skipped)
+        for warning in skipped:  # said once, at start: every rescan would repeat it
+            log.warning("session_warning", message=warning)
         todo = self.tailer.startup_paths(self._snapshot, self._excluded)
         now = time.monotonic()
         for path in todo:

@@ -53,13 +53,13 @@ def diff(before: Snapshot, after: Snapshot) -> Diff:
     return out
 
 
-def scan(roots: list[Path]) -> Snapshot:
-    """Stat every ``*.jsonl`` below the roots that exist now."""
+def scan(roots: list[Path], skipped: list[str] | None = None) -> Snapshot:
+    """Stat every ``*.jsonl`` below the roots that exist now (``skipped``: see ``iter_session_files``)."""
     snapshot: Snapshot = {}
     for root in roots:
         if not root.is_dir():
             continue
-        for path in iter_session_files(root):
+        for path in iter_session_files(root, skipped):
             try:
                 st = os.stat(path)
             except OSError:

@@ -38,6 +38,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver
 
+from pbot_watch.pi.untrusted import unstorable_name
 from pbot_watch.service.status import ObserverInfo, RootInfo
 
 log = structlog.get_logger("pbot_watch.service")
@@ -95,7 +96,8 @@ class EnqueueHandler(FileSystemEventHandler):
                     self.changes.put(Change("folder", Path(raw)))
                 elif event.event_type in (EVENT_TYPE_DELETED, EVENT_TYPE_MOVED):
                     self.changes.put(Change("folder-gone", Path(raw)))
-            elif raw.endswith(SUFFIX):
+            elif raw.endswith(SUFFIX) and not unstorable_name(raw):
+                # A name that is not UTF-8 is no session the service can keep (sources.py).
                 self.changes.put(Change("file", Path(raw)))
             elif arrived and os.path.islink(raw) and os.path.isdir(raw):
                 # A symlink to a folder (inotify reports the link, not a folder): its files are

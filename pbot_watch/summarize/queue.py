@@ -28,6 +28,7 @@ import structlog
 
 from pbot_watch.archive.files import ArchiveStore, read_record
 from pbot_watch.archive.stamp import FileStamp, file_stamp
+from pbot_watch.pi.untrusted import unstorable_name
 from pbot_watch.summarize.base import (
     Cancelled,
     EmptySummary,
@@ -107,7 +108,9 @@ def iter_record_paths(folders: Iterable[Path]) -> list[Path]:
     paths: list[Path] = []
     for folder in folders:
         try:
-            paths.extend(p for p in folder.glob("*.json") if not p.name.startswith("."))
+            paths.extend(
+                p for p in folder.glob("*.json") if not p.name.startswith(".") and not unstorable_name(p)
+            )
         except OSError:
             continue
     return sorted(set(paths))

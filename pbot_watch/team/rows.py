@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pbot_watch.history.jstext import dumps_utf8, has_lone_surrogate, to_well_formed
+from pbot_watch.history.jstext import dumps_utf8, to_well_formed
+from pbot_watch.pi.untrusted import has_lone_surrogate
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import exchange_sides, terms
 
