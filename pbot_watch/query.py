@@ -41,6 +41,8 @@ class QueryContext:
     """The record folders a history query covers (empty unless history was refreshed)."""
     warnings: list[str] = field(default_factory=list)
     """Records that could not be read while refreshing; the CLI shows them with the result."""
+    skipped_files: list[str] = field(default_factory=list)
+    """Session files left out for their names (``iter_session_files``); history warnings hold them too."""
 
     @property
     def folder_paths(self) -> list[Path]:
@@ -68,7 +70,7 @@ def open_query(
     index = open_index(settings)
     try:
         context = QueryContext(settings, index)
-        skipped: list[str] = []  # session files left out for their names, said once
+        skipped = context.skipped_files
         if history:
             context.folders = record_folders(index, settings.sessions, settings.archive, skipped)
             context.warnings = index.update_from_archive(context.folders).warnings
@@ -77,7 +79,7 @@ def open_query(
             sync_memory_file(index, scope.session_file)
         elif memory:
             refresh_memory(index, settings.sessions, skipped=None if history else skipped)
-        context.warnings[:0] = skipped
+        context.warnings[:0] = skipped  # said once, even when both were refreshed
         yield context
     finally:
         index.close()

@@ -49,7 +49,7 @@ def memory_search_command(
     from pbot_watch.memory.query import search_memory  # noqa: PLC0415
 
     def answer(context: QueryContext) -> MemorySearchResult:
-        for warning in context.warnings:  # session files left out (a name that is not UTF-8)
+        for warning in context.skipped_files:  # a name that is not UTF-8
             click.echo(f"warning: {warning}", err=True)
         return search_memory(
             context.index,
