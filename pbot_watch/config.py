@@ -32,6 +32,7 @@ from pbot_watch.config_paths import (
     default_env_file,
     default_state_dir,
 )
+from pbot_watch.errors import CallerError
 from pbot_watch.sources import default_session_roots
 from pbot_watch.team.settings import DEFAULT_DSN_ENV, TeamSettings
 
@@ -170,8 +171,8 @@ TABLE_KEYS = frozenset(
 )  # TOML tables: set in the file only, and shown as sections
 
 
-class SettingsError(Exception):
-    """A bad setting; the message names the key, the value and its source."""
+class SettingsError(CallerError):
+    """A bad setting; the message names the key, the value and its source. Exit code 2 from every command."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.display import plural
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader
@@ -220,7 +221,7 @@ class IndexReport:
         )
 
 
-class MissingRoot(Exception):
+class MissingRoot(PbotWatchError):
     """A configured session root does not exist."""
 
 

@@ -10,6 +10,9 @@ Libraries (watchdog, the MCP SDK, httpx, litellm) log through the standard libra
 records go through the same renderer to the same stream, so one stream holds one format.
 
 ``pbot-watch mcp`` speaks its protocol on stdout and must log to stderr: pass ``stream``.
+
+Every string an event carries is bounded (``errors.MESSAGE_CHARS``): a model's argument or
+answer, or an error holding one, never makes a line of megabytes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from pbot_watch.config import Settings
+from pbot_watch.errors import bounded_value
 from pbot_watch.redact.policy import scrub_json
 
 LogFormat = Literal["auto", "json", "console"]
@@ -102,6 +106,12 @@ def _redact(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
     return {key: scrub_json(value) for key, value in event_dict.items()}
 
 
+def _bound_values(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    # A value can be a model's whole argument or answer (a 3 MB id made a 3 MB line): each
+    # string is cut to MESSAGE_CHARS, tracebacks' texts included, saying how much was left out.
+    return {key: bounded_value(value) for key, value in event_dict.items()}
+
+
 def configure_logging(
     settings: Settings | None = None,
     *,
@@ -132,6 +142,7 @@ def configure_logging(
         # Frames without locals: locals can hold API keys and whole session texts.
         shared.append(ExceptionRenderer(ExceptionDictTransformer(show_locals=False)))
     shared.append(_redact)
+    shared.append(_bound_values)
     renderer = _renderer(fmt, out)
 
     structlog.configure(

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.pi.cursor import Cursor, Plan, fingerprint, hasher, plan, verify
 from pbot_watch.pi.entries import SessionHeader, SessionReader, session_header
 from pbot_watch.pi.untrusted import shown_path, unstorable_name
@@ -90,7 +91,7 @@ def _named_well(path: Path, skipped: list[str] | None, kind: str) -> bool:
     return False
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(PbotWatchError, OSError):
     """A session path that holds a folder, FIFO, socket or device: never opened for reading."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from pbot_watch.archive.atomic import DIR_MODE, FILE_MODE, ensure_dir
+from pbot_watch.errors import PbotWatchError
 
 Durability = Literal["full", "normal"]
 Migration = Callable[[sqlite3.Connection], None]
@@ -39,7 +40,7 @@ MIN_VERSION = (3, 34, 0)
 SIDE_FILES = ("-wal", "-shm")
 
 
-class SQLiteTooOld(Exception):
+class SQLiteTooOld(PbotWatchError):
     """The SQLite library Python was built with lacks what our databases need."""
 
     def __init__(self, version: str) -> None:

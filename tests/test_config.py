@@ -285,7 +285,7 @@ class TestConfigCommand:
         """A bad file fails with one stderr line naming the key, no traceback."""
         write_config(isolated_home, "nope = 1\n")
         result = invoke("config")
-        assert result.returncode == 1
+        assert result.returncode == 2  # as from every command (tests/test_errors.py)
         assert result.stderr.startswith("pbot-watch: invalid settings: nope (")
         assert "Traceback" not in result.stderr
 

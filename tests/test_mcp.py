@@ -531,7 +531,7 @@ class TestProcess:
             [str(SCRIPT), "mcp"], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
             check=False, timeout=60,
         )  # fmt: skip
-        assert done.returncode == 1
+        assert done.returncode == 2  # as from every command (tests/test_errors.py)
         assert done.stdout == ""
         assert done.stderr.startswith("pbot-watch: invalid settings: nonsense (")
 

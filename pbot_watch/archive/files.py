@@ -25,6 +25,7 @@ from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
 from pbot_watch.archive.provenance import with_provenance, without_provenance
 from pbot_watch.archive.stamp import FileStamp, file_stamp
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.history.jstext import dumps_utf8
 from pbot_watch.history.nodes import SessionHistory, index_history
 from pbot_watch.pi.jsonline import Malformed, loads_json
@@ -40,7 +41,7 @@ BATCH_BYTES = 32 << 20  # queued record bytes that make a batch write out early
 BATCH_SECONDS = 1.0
 
 
-class WorkspaceSkipped(Exception):
+class WorkspaceSkipped(PbotWatchError):
     """A session's workspace cannot take records (missing, unwritable, excluded)."""
 
 

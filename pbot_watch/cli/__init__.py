@@ -11,13 +11,13 @@ and the one line ``pbot-watch --help`` shows for it, so the overview imports no 
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 import click
 
 from pbot_watch import __version__
 from pbot_watch.cli.errors import EXIT_FAILURE, CommandError
+from pbot_watch.errors import PbotWatchError, exit_code, failure_kind
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module under pbot_watch.cli, the summary line of its docstring)
@@ -67,20 +67,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class LazyGroup(click.Group):
     """A group whose commands are imported when used (click's documented lazy-loading pattern).
 
-    What any command may meet in its environment is one line, too: an SQLite library too old
-    for the index, found by the first database a command opens.
+    It is also where every command's expected errors become one stderr line and an exit code,
+    the same for every command (``pbot_watch.errors.exit_code``): a bad setting, a query to
+    correct, an id that names nothing, an SQLite library too old for the index. So is what a
+    person's machine does to any command and no change of arguments fixes: a full disk, a
+    read-only or busy database, a file that cannot be read (``failure_kind`` "unavailable"):
+    one line naming it, exit 1, where a traceback said nothing more. Bugs keep their traceback.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except Exception as error:
-            # Only a command that opened a database can raise it, and then the module is loaded:
-            # looked up, not imported, so that status and --help never load SQLite.
-            sqlite = sys.modules.get("pbot_watch.sqlite")
-            if sqlite is not None and isinstance(error, sqlite.SQLiteTooOld):
-                raise CommandError(str(error), EXIT_FAILURE) from error
+        except click.ClickException:
             raise
+        except PbotWatchError as error:
+            raise CommandError(str(error), exit_code(error)) from error
+        except Exception as error:
+            if failure_kind(error) != "unavailable":
+                raise
+            raise CommandError(f"cannot go on: {error} ({type(error).__name__})", EXIT_FAILURE) from error
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})

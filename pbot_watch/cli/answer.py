@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import click
 from pydantic import BaseModel
-
-from pbot_watch.cli.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
-from pbot_watch.config import SettingsError
-from pbot_watch.search.errors import QueryError, UnknownHandle, UnknownNode
 
 if TYPE_CHECKING:
     from pbot_watch.query import QueryContext
@@ -30,29 +25,19 @@ def answering(
     memory: bool = False,
     human: bool = False,
 ) -> T:
-    """``answer`` under ``--sessions``/``--archive`` (``query.run_query``), the errors a person must correct mapped.
+    """``answer`` under ``--sessions``/``--archive`` (``query.run_query``).
 
     ``human``: the result is for a person to read, so pbot's role labels are shown in their
-    language (``display.py``); ``--json`` keeps the records' text as it is.
+    language (``display.py``); ``--json`` keeps the records' text as it is. A query or setting
+    to correct ends the command with one stderr line and exit 2, an unknown id or handle with
+    exit 4: ``pbot_watch.errors.exit_code``, applied by the command group.
     """
     from pbot_watch.display import language, relabel_model  # noqa: PLC0415 - keep --help fast
     from pbot_watch.query import resolve_settings, run_query  # noqa: PLC0415 - keep --help fast
 
-    with query_errors():
-        settings = resolve_settings(sessions, archive)
-        result = run_query(settings, answer, history=history, memory=memory)
+    settings = resolve_settings(sessions, archive)
+    result = run_query(settings, answer, history=history, memory=memory)
     return relabel_model(result, language(settings.display_labels)) if human else result
-
-
-@contextmanager
-def query_errors() -> Iterator[None]:
-    """A query or setting the caller must correct: one stderr line, exit 4 for an unknown id, else 2."""
-    try:
-        yield
-    except (UnknownNode, UnknownHandle) as error:
-        raise CommandError(str(error), EXIT_NOT_FOUND) from error
-    except (QueryError, SettingsError) as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
 
 
 def emit(result: M, as_json: bool, render: Callable[[M], None]) -> None:

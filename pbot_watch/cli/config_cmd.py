@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
 
 if TYPE_CHECKING:  # the settings (pydantic) are imported when the command runs, not for --help
@@ -27,15 +26,12 @@ def config_command(
     sessions: tuple[Path, ...], archive: Path | None, *, as_json: bool, show_path: bool, show_template: bool
 ) -> None:
     """Show the effective settings: flags > PBOT_WATCH_* environment > config file > defaults."""
-    from pbot_watch.config import SettingsError, resolve_settings, template  # noqa: PLC0415
+    from pbot_watch.config import resolve_settings, template  # noqa: PLC0415
 
     if show_template:
         click.echo(template(), nl=False)
         return
-    try:
-        resolved = resolve_settings({"sessions": sessions, "archive": archive})
-    except SettingsError as error:
-        raise CommandError(str(error)) from error
+    resolved = resolve_settings({"sessions": sessions, "archive": archive})
     if show_path:
         click.echo(str(resolved.config_file))
         return

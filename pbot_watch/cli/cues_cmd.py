@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.answer import emit, query_errors
+from pbot_watch.cli.answer import emit
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW
 from pbot_watch.search.models import CueState
@@ -41,14 +41,11 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
     """
     from datetime import datetime  # noqa: PLC0415
 
-    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
+    from pbot_watch.config import load_settings  # noqa: PLC0415
     from pbot_watch.memory.cues import compute_cues  # noqa: PLC0415
     from pbot_watch.sources import read_session_file  # noqa: PLC0415
 
-    try:
-        cap = load_settings().cues.cap(context_window)  # as the Pi extension's child applies it
-    except SettingsError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
+    cap = load_settings().cues.cap(context_window)  # as the Pi extension's child applies it
 
     if not session_file.exists():
         raise CommandError(f"{session_file}: no such file", EXIT_USAGE)
@@ -62,16 +59,15 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
         raise CommandError(f"{session_file}: not a Pi session (no session header)", EXIT_USAGE)
     local = datetime.now().astimezone().tzinfo
     assert local is not None
-    with query_errors():
-        state = compute_cues(
-            entries,
-            session_id=header.id,
-            leaf=leaf,
-            context_window=context_window,
-            tz=local,
-            cwd=header.workspace,
-            max_tokens=cap,
-        )
+    state = compute_cues(
+        entries,
+        session_id=header.id,
+        leaf=leaf,
+        context_window=context_window,
+        tz=local,
+        cwd=header.workspace,
+        max_tokens=cap,
+    )
     emit(state, as_json, render_cues)
 
 

@@ -30,21 +30,13 @@ def index_command(
     """
     # Imported here: the click group loads every command module, and `status` must stay light.
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415
-    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
+    from pbot_watch.config import load_settings  # noqa: PLC0415
     from pbot_watch.indexer import MissingRoot  # noqa: PLC0415
     from pbot_watch.sources import default_session_roots  # noqa: PLC0415
 
-    try:
-        settings = load_settings(
-            {
-                "sessions": list(sessions),
-                "archive": archive,
-                "include": list(include),
-                "exclude": list(exclude),
-            }
-        )
-    except SettingsError as error:
-        raise CommandError(str(error)) from error
+    settings = load_settings(
+        {"sessions": list(sessions), "archive": archive, "include": list(include), "exclude": list(exclude)}
+    )
     roots = list(settings.sessions) or default_session_roots()
     store = ArchiveStore(
         central=settings.archive,

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
 
 
@@ -30,14 +29,11 @@ def mcp_command(sessions: tuple[Path, ...], archive: Path | None, log_level: str
     It reads the archive and the session files itself, so it works whether or not the
     service is running. See docs/mcp.md for other clients.
     """
-    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
+    from pbot_watch.config import load_settings  # noqa: PLC0415
     from pbot_watch.log import configure_logging  # noqa: PLC0415
     from pbot_watch.mcp_server.stdio import serve_stdio  # noqa: PLC0415
 
-    try:
-        settings = load_settings({"sessions": sessions, "archive": archive, "log_level": log_level})
-    except SettingsError as error:
-        raise CommandError(str(error)) from error
+    settings = load_settings({"sessions": sessions, "archive": archive, "log_level": log_level})
     # stdout is the protocol channel: every log line goes to stderr, as JSON unless on a terminal.
     configure_logging(settings, stream=sys.stderr)
     serve_stdio(settings)

@@ -131,14 +131,11 @@ def pi_uninstall(pi_path: str | None, *, local: bool, dry_run: bool) -> None:
 @archive_options
 def pi_serve(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """The Pi extension's child: JSON lines on stdin and stdout (see docs/pi.md)."""
-    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
+    from pbot_watch.config import load_settings  # noqa: PLC0415
     from pbot_watch.log import configure_logging  # noqa: PLC0415
     from pbot_watch.pi_bridge.serve import serve  # noqa: PLC0415
 
-    try:
-        settings = load_settings({"sessions": sessions, "archive": archive})
-    except SettingsError as error:
-        raise CommandError(str(error)) from error
+    settings = load_settings({"sessions": sessions, "archive": archive})
     # stdout carries the protocol: every log line goes to stderr.
     configure_logging(settings, stream=sys.stderr)
     serve(settings, sys.stdin.buffer, sys.stdout.buffer)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.cli.options import archive_options
 from pbot_watch.display import plural
 
@@ -24,16 +23,12 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     import sqlite3  # noqa: PLC0415 - keep --help fast
 
     from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
-    from pbot_watch.config import SettingsError  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
     from pbot_watch.sqlite import is_corrupt  # noqa: PLC0415
 
-    try:
-        settings = resolve_settings(sessions, archive)
-    except SettingsError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
+    settings = resolve_settings(sessions, archive)
     started = time.monotonic()
     index = open_index(settings)
     # The steps are the bar's units: each one is a single call into the index.

@@ -66,11 +66,8 @@ def run_command(**flags: Any) -> None:
 
     from pbot_watch import config  # noqa: PLC0415 - keep `pbot-watch status` free of the service
 
-    try:
-        settings = config.load_settings(flags)
-        config.apply_env_file(settings)
-    except config.SettingsError as error:
-        raise CommandError(str(error)) from error
+    settings = config.load_settings(flags)
+    config.apply_env_file(settings)
     _configure_logging(settings)
 
     from pbot_watch.service.extensions import build_extensions  # noqa: PLC0415

@@ -12,7 +12,7 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_FAILURE, EXIT_NOT_RUNNING, CommandError
 from pbot_watch.cli.options import archive_options
-from pbot_watch.config import SettingsError, load_settings
+from pbot_watch.config import load_settings
 from pbot_watch.service import install as svc
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,11 +56,8 @@ def _plan(
         run_args += ["--sessions", str(root.expanduser().absolute())]
     if archive is not None:
         run_args += ["--archive", str(archive.expanduser().absolute())]
-    try:
-        configured = env_file or load_settings().env_file
-        return svc.plan(manager or svc.default_manager(), run_args, configured)  # type: ignore[arg-type]
-    except (SettingsError, svc.ServiceError) as error:
-        raise CommandError(str(error)) from error
+    configured = env_file or load_settings().env_file
+    return svc.plan(manager or svc.default_manager(), run_args, configured)  # type: ignore[arg-type]
 
 
 def _echo_steps(title: str, steps: list[svc.Step]) -> None:

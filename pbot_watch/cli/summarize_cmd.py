@@ -75,22 +75,19 @@ def summarize_command(
 ) -> None:
     """Index every session, then summarize pending nodes now (lowest level first)."""
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415 - keep `pbot-watch --help` light
-    from pbot_watch.config import SettingsError, load_settings  # noqa: PLC0415
+    from pbot_watch.config import load_settings  # noqa: PLC0415
     from pbot_watch.indexer import MissingRoot, index_all  # noqa: PLC0415
     from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415
 
-    try:
-        settings = load_settings(
-            {
-                "sessions": list(sessions),
-                "archive": archive,
-                "model": model,
-                "api_base": api_base,
-                "summarize_foreign": foreign,
-            }
-        )
-    except SettingsError as error:
-        raise CommandError(str(error)) from error
+    settings = load_settings(
+        {
+            "sessions": list(sessions),
+            "archive": archive,
+            "model": model,
+            "api_base": api_base,
+            "summarize_foreign": foreign,
+        }
+    )
     from pbot_watch.log import configure_logging  # noqa: PLC0415
 
     # The result line is the output; logs (failures, limits) go to stderr, quiet unless asked.

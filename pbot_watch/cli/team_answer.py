@@ -7,7 +7,6 @@ from contextlib import contextmanager
 
 import click
 
-from pbot_watch.cli.answer import query_errors
 from pbot_watch.cli.errors import CommandError
 
 team_option = click.option(
@@ -17,11 +16,10 @@ team_option = click.option(
 
 @contextmanager
 def team_errors() -> Iterator[None]:
-    """The team index's errors as one line (exit 1); a bad query as any query's (exit 2 or 4)."""
+    """The team index's errors as one line (exit 1); a bad query as any query's (exit 2 or 4, by the group)."""
     from pbot_watch.team.dsn import TeamUnavailable  # noqa: PLC0415 - light, but only for --team
 
-    with query_errors():
-        try:
-            yield
-        except TeamUnavailable as error:
-            raise CommandError(str(error)) from error
+    try:
+        yield
+    except TeamUnavailable as error:
+        raise CommandError(str(error)) from error

@@ -8,7 +8,7 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import CommandError
-from pbot_watch.config import SettingsError, load_settings
+from pbot_watch.config import load_settings
 
 
 @main.group("team")
@@ -136,5 +136,5 @@ class _errors:  # noqa: N801 - used as a context manager, named like one
     def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
         from pbot_watch.team.dsn import TeamUnavailable  # noqa: PLC0415
 
-        if isinstance(error, TeamUnavailable | SettingsError):
+        if isinstance(error, TeamUnavailable):  # a bad setting: exit 2, as from every command
             raise CommandError(str(error)) from error

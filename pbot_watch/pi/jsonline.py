@@ -31,6 +31,8 @@ from typing import Any
 
 import msgspec
 
+from pbot_watch.errors import PbotWatchError
+
 _FAST = msgspec.json.Decoder().decode
 
 
@@ -42,7 +44,7 @@ def _reject_constant(name: str) -> Any:
 _STDLIB = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
-class Malformed(ValueError):
+class Malformed(PbotWatchError, ValueError):
     """The line is not JSON that ``JSON.parse`` would accept (or nests deeper than we decode)."""
 
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import ensure_dir, write_atomic
 from pbot_watch.config_paths import APP, xdg_dir
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.launcher import pbot_watch_command
 from pbot_watch.pi_bridge.protocol import BridgeConfig, ToolDefinition
 
@@ -45,7 +46,7 @@ PI_TIMEOUT_S = 120.0
 _NOT_INSTALLED = "No matching package"
 
 
-class PiNotFound(Exception):
+class PiNotFound(PbotWatchError):
     """The ``pi`` command cannot be found; the message says where we looked and what to do."""
 
 

@@ -26,6 +26,7 @@ from pbot_watch import __version__
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.config import Settings
 from pbot_watch.display import for_person, language
+from pbot_watch.errors import bounded, failure_kind
 from pbot_watch.log import get_logger
 from pbot_watch.pi.jsonline import Malformed, loads_json
 from pbot_watch.pi_bridge.footer import footer_text
@@ -224,12 +225,18 @@ class Server:
         started = time.monotonic()
         try:
             result = method.run(params)
-        except QueryError as error:  # the request names something that is not there (a leaf, a session)
-            self._error(request_id, "arguments", str(error))
-            return
-        except Exception as error:  # a bug or an I/O failure: the caller hears "unavailable", the log has it
-            log.exception("pi_request_failed", method=method.run.__name__)
-            self._error(request_id, "unavailable", f"pbot-watch failed: {type(error).__name__}: {error}")
+        except Exception as error:  # every failure is an answer; whose it is: pbot_watch.errors
+            kind = failure_kind(error)
+            if kind == "arguments":  # the request names something that is not there (a leaf, a session)
+                self._error(request_id, "arguments", str(error))
+                return
+            if kind == "internal":  # a bug: the caller hears "unavailable", the log has the traceback
+                log.exception("pi_request_failed", method=method.run.__name__)
+            else:
+                log.warning("pi_request_unavailable", method=method.run.__name__, error=str(error))
+            self._error(
+                request_id, "unavailable", bounded(f"pbot-watch failed: {type(error).__name__}: {error}")
+            )
             return
         self._write(reply_line(request_id, result=result))
         log.debug("pi_request", method=method.run.__name__, ms=round((time.monotonic() - started) * 1000, 1))

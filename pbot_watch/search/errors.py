@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pbot_watch.errors import CallerError, NotFound, Unavailable
 
-class QueryError(Exception):
+
+class QueryError(CallerError):
     """A query the caller must correct; the message says how."""
 
 
-class UnknownNode(QueryError):
+class UnknownNode(QueryError, NotFound):
     """No record in the index holds this node id."""
 
     def __init__(self, node_id: str) -> None:
@@ -15,7 +17,7 @@ class UnknownNode(QueryError):
         self.node_id = node_id
 
 
-class UnknownHandle(QueryError):
+class UnknownHandle(QueryError, NotFound):
     """A memory handle that names nothing indexed (or nothing any more)."""
 
     def __init__(self, handle: str) -> None:
@@ -34,7 +36,7 @@ class BadCursor(QueryError):
         super().__init__(f"invalid cursor: {reason}; repeat the search without --after")
 
 
-class NotReady(Exception):
+class NotReady(Unavailable):
     """A query that cannot be answered yet, through no fault of the caller's: the same query may work later.
 
     Not a ``QueryError``: there is nothing in the arguments to correct.

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import write_atomic
 from pbot_watch.config_paths import APP, default_env_file, xdg_dir
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.launcher import pbot_watch_command
 
 Manager = Literal["systemd", "launchd"]
@@ -55,7 +56,7 @@ _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 _SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9_./:=@+,-]+")
 
 
-class ServiceError(Exception):
+class ServiceError(PbotWatchError):
     """A service operation that cannot go on; the message says what to do."""
 
 

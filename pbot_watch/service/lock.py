@@ -20,11 +20,12 @@ import os
 from pathlib import Path
 
 from pbot_watch.archive.atomic import ensure_dir
+from pbot_watch.errors import PbotWatchError
 
 LOCK_FILE = "run.lock"
 
 
-class AlreadyRunning(Exception):
+class AlreadyRunning(PbotWatchError):
     """Another process holds the lock."""
 
     def __init__(self, path: Path, pid: int | None) -> None:

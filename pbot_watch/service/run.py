@@ -30,6 +30,7 @@ from pbot_watch.archive.locations import exclusion
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.config import Settings
 from pbot_watch.display import plural
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.indexer import EntriesRead
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
@@ -60,7 +61,7 @@ EXIT_FORCED = 130
 SKIPPED_RETRY_SECONDS = 2.0
 
 
-class StartupError(Exception):
+class StartupError(PbotWatchError):
     """The service cannot start (state folder unusable, observer impossible); one line for the person."""
 
 

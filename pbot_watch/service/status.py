@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pbot_watch.archive.atomic import write_atomic
+from pbot_watch.errors import bounded_value
 from pbot_watch.redact.policy import scrub_json
 from pbot_watch.service.status_file import HEARTBEAT_SECONDS, status_path
 
@@ -121,6 +122,17 @@ class Status(BaseModel):
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict, description="other status providers")
     errors: list[ErrorInfo] = Field(default_factory=list, description=f"the last {MAX_ERRORS} errors")
     warnings: list[str] = Field(default_factory=list, description="skipped workspaces, parentId cycles")
+
+    @field_validator(
+        "errors", "warnings", "state_error", "summaries", "extensions", "idle_worker", mode="before"
+    )
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        # An error's text can hold a whole model answer: four 2 MB answers made a 10 MB status
+        # file that ``status`` printed whole. Each text is cut to errors.MESSAGE_CHARS.
+        if isinstance(value, list):
+            value = [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
+        return bounded_value(value)
 
 
 def iso(epoch: float) -> str:

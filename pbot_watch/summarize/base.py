@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.history.jstext import utf16_len
 
 KEY_ALGORITHM = "sha256"
@@ -66,11 +67,11 @@ class Summarizer(Protocol):
     def summarize(self, text: str, cancel: threading.Event) -> Summary: ...
 
 
-class Cancelled(Exception):  # a state, not an error
+class Cancelled(PbotWatchError):  # a state, not an error
     """The person came back: the call was abandoned and the node stays pending."""
 
 
-class SummaryFailed(Exception):
+class SummaryFailed(PbotWatchError):
     """No usable summary: the node stays pending, its error is counted and retried later."""
 
 
@@ -94,7 +95,7 @@ class ModelRefused(SummaryFailed):
     """
 
 
-class LimitReached(Exception):  # a state, not an error
+class LimitReached(PbotWatchError):  # a state, not an error
     """A daily or per-idle limit is reached: the queue waits, and status says which one."""
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import structlog
 
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.redact.policy import scrub
 from pbot_watch.sqlite import Migrations, connect, execute_script, is_corrupt, is_intact, migrate, set_aside
 from pbot_watch.summarize.base import LimitReached, usage_cost, usage_count
@@ -124,7 +125,7 @@ def backoff_seconds(errors: int, base: float = BACKOFF_BASE_SECONDS) -> float:
     return float(min(BACKOFF_MAX_SECONDS, base * 2 ** max(0, errors - 1)))
 
 
-class _Damaged(Exception):
+class _Damaged(PbotWatchError):
     """A store that opens but whose pages are not all readable."""
 
 

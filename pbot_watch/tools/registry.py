@@ -22,7 +22,6 @@ the service does not, and their text says, after its first line, what may be sta
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,10 +31,10 @@ from pydantic import ValidationError
 
 from pbot_watch.config import Settings
 from pbot_watch.display import language, relabel
+from pbot_watch.errors import bounded, failure_kind
 from pbot_watch.log import get_logger
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.redact.policy import scrub, scrub_json
-from pbot_watch.search.errors import NotReady, QueryError
 from pbot_watch.tools import history_read, history_search, recall_memory, search_memory
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.catch_up import HISTORY_TOOLS, RecordCatchUp
@@ -48,19 +47,6 @@ TOOLS: tuple[Tool[Any, Any], ...] = (
     recall_memory.TOOL,
 )
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
-
-UNAVAILABLE_SQLITE = frozenset(
-    {
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-        sqlite3.SQLITE_IOERR,
-        sqlite3.SQLITE_CANTOPEN,
-        sqlite3.SQLITE_FULL,
-        sqlite3.SQLITE_READONLY,
-        sqlite3.SQLITE_PROTOCOL,
-    }
-)
-"""SQLite's primary result codes for "not now": busy, locked, cannot open or write the file."""
 
 log = get_logger(__name__)
 
@@ -109,11 +95,12 @@ def call(
         if note is not None:  # after the first line (what the records are), before the matches
             head, _, rest = text.partition("\n")
             text = f"{head}\nNote: {note}.\n{rest}" if rest else f"{head}\nNote: {note}."
-    except QueryError as error:
-        return _refused(name, f"{name}: {for_model(str(error))}")
     except Exception as error:  # every failure reaches the caller as an answer, and the log
-        what = f"{type(error).__name__}: {error}"
-        if _unavailable(error):
+        kind = failure_kind(error)  # the one mapping of errors to the three kinds (pbot_watch.errors)
+        if kind == "arguments":
+            return _refused(name, f"{name}: {for_model(str(error))}")
+        what = bounded(f"{type(error).__name__}: {error}")
+        if kind == "unavailable":
             log.warning("tool_unavailable", tool=name, error=what)
             return ToolAnswer(
                 f"{name} is temporarily unavailable ({what}). This is not a problem with your arguments; "
@@ -132,14 +119,6 @@ def call(
     text = relabel(text, language(settings.display_labels))
     # The indexes hold redacted text; this catches what an index built before redaction still holds.
     return ToolAnswer(scrub(text), scrub_json(result.model_dump(mode="json", by_alias=True)))
-
-
-def _unavailable(error: Exception) -> bool:
-    if isinstance(error, NotReady):
-        return True
-    if isinstance(error, sqlite3.Error):
-        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in UNAVAILABLE_SQLITE
-    return isinstance(error, OSError)
 
 
 def _refused(name: str, message: str) -> ToolAnswer:
