@@ -414,3 +414,18 @@ class TestNamesThatAreNotUtf8:
                 details=service.log_tail,
             )
             assert 0 == service.stop()
+
+
+def test_docs_rows_name_tests_that_exist() -> None:
+    """Each row of docs/service.md that names a test here names one that exists."""
+    import re
+    import sys
+
+    docs = (Path(__file__).parent.parent / "docs" / "service.md").read_text(encoding="utf-8")
+    rows = [line for line in docs.splitlines() if "tests/test_hostile_input.py" in line]
+    assert len(rows) >= 9
+    module = sys.modules[__name__]
+    for row in rows:
+        for name in re.findall(r"`(Test\w+)(?:::(test_\w+))?", row.split("tests/test_hostile_input.py")[1]):
+            cls = getattr(module, name[0])
+            assert not name[1] or hasattr(cls, name[1]), (name, row)
