@@ -12,6 +12,7 @@ with odd files" in ``docs/service.md`` names the test here that plays it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -152,6 +153,17 @@ class TestHostileRecordFiles:
         neighbours.history.mkdir(parents=True)
         (neighbours.history / "evil.json").write_text(nested(DEEP))
         service_serves(neighbours, tmp_path)
+
+
+class TestDeepHandle:
+    """A forged memory handle that decodes to JSON nested 100,000 deep (a model can send one)."""
+
+    def test_recall_says_unknown_handle(self, neighbours: Neighbours) -> None:
+        """``recall`` answers "unknown memory handle", exit 4, instead of a ``RecursionError``."""
+        body = base64.urlsafe_b64encode(nested(DEEP).encode()).decode().rstrip("=")
+        done = invoke("recall", f"m1.{body}")
+        assert 4 == done.returncode, done.stderr
+        assert done.stderr.startswith("pbot-watch: unknown memory handle")
 
 
 # ---- protocol lines -------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pbot_watch.pi.jsonline import loads_json
 from pbot_watch.search.errors import BadCursor, UnknownHandle
 
 HANDLE_PREFIX = "m1"
@@ -46,7 +47,8 @@ def _b64(value: Any) -> str:
 
 def _unb64(text: str) -> Any:
     padded = text + "=" * (-len(text) % 4)
-    return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    # A handle or cursor comes back from a caller: nested past the decoder, it is no handle (Malformed).
+    return loads_json(base64.urlsafe_b64decode(padded.encode("ascii")))
 
 
 def _counter(value: Any) -> bool:
