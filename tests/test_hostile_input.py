@@ -246,12 +246,16 @@ class TestMcpLoneSurrogateArgument:
 
 
 # ---- timestamps ---------------------------------------------------------------------------------
-def edge_times(path: Path) -> None:
-    """Every entry's timestamp rewritten to one of the two edges, in turn."""
+def edge_times(path: Path, moment: str) -> None:
+    """Every entry's timestamp rewritten to ``moment``."""
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    for n, entry in enumerate(lines[1:]):
-        entry["timestamp"] = EDGE_TIMES[n % 2]
+    for entry in lines[1:]:
+        entry["timestamp"] = moment
     path.write_text("".join(json.dumps(entry) + "\n" for entry in lines))
+
+
+# Each edge, and the day and time its cue lines show (its own clock).
+EDGE_CLOCKS = {EDGE_TIMES[0]: "12-31 23:59 ", EDGE_TIMES[1]: "01-01 00:00 "}
 
 
 class TestTimestampsAtTheEdge:
@@ -267,26 +271,28 @@ class TestTimestampsAtTheEdge:
         assert "9999-12-31 23:59" in done["search"].stdout
         assert "0001-01-01 00:00" in done["memory search"].stdout
 
-    def test_cues(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("moment", EDGE_TIMES)
+    def test_cues(self, tmp_path: Path, moment: str) -> None:
         """``cues`` prints the block, times on their own clock, instead of an ``OverflowError``."""
         work = budget_session(tmp_path / "s.jsonl")
-        edge_times(work.path)
+        edge_times(work.path, moment)
         done = invoke("cues", "--session", str(work.path))
         assert 0 == done.returncode, done.stderr
-        assert "12-31 23:59 toolResult" in done.stdout
-        assert "01-01 00:00 toolResult" in done.stdout
+        assert done.stdout.startswith("Memory cues (batch 3)")
+        assert EDGE_CLOCKS[moment] in done.stdout
 
     @pytest.mark.slow
     @pytest.mark.timeout(120)
-    def test_pi_serve_cues(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("moment", EDGE_TIMES)
+    def test_pi_serve_cues(self, tmp_path: Path, moment: str) -> None:
         """``pi serve`` answers the cues, not "unavailable"."""
         work = budget_session(tmp_path / "s.jsonl")
-        edge_times(work.path)
+        edge_times(work.path, moment)
         with ServeChild() as child:
             reply = child.ask("cues", {"sessionFile": str(work.path)})
             assert "result" in reply, reply
             assert 3 == reply["result"]["batch"]
-            assert "12-31 23:59 toolResult" in reply["result"]["block"]
+            assert EDGE_CLOCKS[moment] in reply["result"]["block"]
 
 
 # ---- ids and cwds --------------------------------------------------------------------------------
