@@ -92,6 +92,7 @@ IN_PROCESS = [
     ("memory", "search", "x"),
     ("recall", "m1.x"),
     ("cues", "--session", "x.jsonl"),
+    ("secrets", "scan"),
     ("reindex",),
     ("service", "install", "--print"),
 ]

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from pbot_watch.cli import main
-from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.cli.options import archive_options
 
 if TYPE_CHECKING:  # keep --help fast
@@ -23,13 +22,9 @@ def secrets_group() -> None:
 
 
 def _settings(sessions: tuple[Path, ...], archive: Path | None) -> Settings:
-    from pbot_watch.config import SettingsError  # noqa: PLC0415
     from pbot_watch.query import resolve_settings  # noqa: PLC0415
 
-    try:
-        return resolve_settings(sessions, archive)
-    except SettingsError as error:
-        raise CommandError(str(error), EXIT_USAGE) from error
+    return resolve_settings(sessions, archive)  # a bad setting: exit 2, as from every command
 
 
 def _record_paths(settings: Settings) -> list[Path]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pbot_watch.errors import PbotWatchError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -88,7 +90,7 @@ def _walk(value: Any) -> Any:
     return value
 
 
-class SecretRefused(ValueError):
+class SecretRefused(PbotWatchError, ValueError):
     """A text about to leave the machine still matches a redaction rule."""
 
 
