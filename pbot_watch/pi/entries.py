@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from pbot_watch.pi.jsonline import Malformed, loads_line
+from pbot_watch.pi.jsonline import Malformed, decode_line
 from pbot_watch.pi.lines import LineSplitter
-from pbot_watch.pi.untrusted import may_hold_lone_surrogate, well_formed_ids, well_formed_value
+from pbot_watch.pi.untrusted import well_formed_ids, well_formed_value
 
 CURRENT_SESSION_VERSION = 3
 
@@ -157,7 +157,7 @@ class SessionReader:
 
     def _line(self, line: bytes) -> tuple[dict[str, Any], int] | None:
         try:
-            value = loads_line(line)
+            value, refused = decode_line(line)
         except Malformed:
             # Blank lines are rare: looked for only among the lines that do not parse.
             if line.strip():
@@ -181,7 +181,7 @@ class SessionReader:
             if self._v1:
                 self._v1_headers.append(self._ordinal + len(self._v1_headers) + 1)
             return None
-        if may_hold_lone_surrogate(line):
+        if refused:  # only a line msgspec refused can hold a lone surrogate
             well_formed_ids(value)
         return self._migrate(value)
 

@@ -64,10 +64,23 @@ def _reason(error: Exception) -> str:
 
 def loads_line(line: bytes) -> Any:
     """The JSON value of one line of a session file; raises ``Malformed``."""
+    return decode_line(line)[0]
+
+
+def decode_line(line: bytes) -> tuple[Any, bool]:
+    """``loads_line``, and whether the line was one msgspec refused.
+
+    Only such a line can hold a lone surrogate (msgspec refuses them), so a reader that must
+    make ids well-formed (``pi.untrusted``) looks at those lines alone, at no cost for the rest.
+    """
     try:
-        return _FAST(line)
+        return _FAST(line), False
     except (msgspec.DecodeError, RecursionError):
         pass
+    return _refused(line), True
+
+
+def _refused(line: bytes) -> Any:
     # The rare line msgspec refuses: decide it exactly as JSON.parse would.
     try:
         text = line.decode("utf-8")

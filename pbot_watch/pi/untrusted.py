@@ -23,8 +23,9 @@ Ids that are well-formed (every id Pi writes: hex, UUIDs) are never touched, so 
 and node ids are personal-bot's. Texts (messages, tool output) keep their lone surrogates:
 records must match pbot's byte for byte, and the stores that need UTF-8 make their own
 copies. Reading costs nothing on the usual line: a lone surrogate can only come from a
-``\ud800``-``\udfff`` escape (raw surrogate bytes are invalid UTF-8, which is decoded with
-U+FFFD), so only a line holding ``\ud`` gets the pass over its ids.
+``\ud800``-``\udfff`` escape without its pair (raw surrogate bytes are invalid UTF-8, which is
+decoded with U+FFFD), which the fast decoder refuses, so only a line it refused gets the pass
+over its ids (``pi.jsonline.decode_line``).
 """
 
 from __future__ import annotations
@@ -58,11 +59,6 @@ def well_formed_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {well_formed_value(key): well_formed_value(item) for key, item in value.items()}
     return value
-
-
-def may_hold_lone_surrogate(line: bytes) -> bool:
-    r"""Whether a JSON line can decode to a lone surrogate: only a ``\uD800``-``\uDFFF`` escape can."""
-    return b"\\ud" in line or b"\\uD" in line
 
 
 # Where an entry names another (or itself): every value that is a key in some store.

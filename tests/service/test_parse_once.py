@@ -26,13 +26,13 @@ from tests.memory.test_listener import memory_offset
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many session lines were decoded (``calls[0]``), counted as they are."""
     calls = [0]
-    real: Callable[[bytes], Any] = pbot_watch.pi.entries.loads_line
+    real: Callable[[bytes], Any] = pbot_watch.pi.entries.decode_line
 
     def counted(line: bytes) -> Any:
         calls[0] += 1
         return real(line)
 
-    monkeypatch.setattr(pbot_watch.pi.entries, "loads_line", counted)
+    monkeypatch.setattr(pbot_watch.pi.entries, "decode_line", counted)
     return calls
 
 
