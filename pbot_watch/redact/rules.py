@@ -499,12 +499,14 @@ def _prefilter() -> Callable[[str], Sequence[re.Match[str]]]:
         return lambda text: list(slow_only(text))
     options = re2.Options()
     options.never_capture = True
-    fast = re2.compile("|".join(re.escape(anchor) for anchor in longest_first), options).finditer
+    compiled = re2.compile("|".join(re.escape(anchor) for anchor in longest_first), options)
+    first, fast = compiled.search, compiled.finditer
     slow = re.compile(_trie(ANCHORS)).finditer
 
     def finditer(text: str) -> Sequence[re.Match[str]]:
         try:
-            return list(fast(text))
+            # Most texts hold no anchor: a search answers that for less than an empty finditer.
+            return list(fast(text)) if first(text) is not None else []
         except UnicodeEncodeError:  # half a character (a lone surrogate): RE2 reads UTF-8 only
             return list(slow(text))
 
