@@ -15,11 +15,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pbot_watch.redact.core import Finding, Redaction, find_secrets, holds_secret, marker, redact
+    from pbot_watch.redact.core import Finding, Redaction
     from pbot_watch.redact.rules import KINDS, RULES, Rule
 
 _WHERE = {
-    **dict.fromkeys(("Finding", "Redaction", "find_secrets", "holds_secret", "marker", "redact"), "core"),
+    **dict.fromkeys(("Finding", "Redaction"), "core"),
     **dict.fromkeys(("KINDS", "RULES", "Rule"), "rules"),
 }
 
@@ -36,7 +36,32 @@ __all__ = [
 ]
 
 
+def _core() -> Any:
+    return importlib.import_module(f"{__name__}.core")
+
+
+def redact(text: str) -> Redaction:
+    """``text`` with each secret replaced by ``[redacted:<kind>]`` (``core.redact``)."""
+    return _core().redact(text)  # type: ignore[no-any-return]
+
+
+def find_secrets(text: str) -> list[Finding]:
+    """Where the secrets in ``text`` are, by kind, never what (``core.find_secrets``)."""
+    return _core().find_secrets(text)  # type: ignore[no-any-return]
+
+
+def holds_secret(text: str) -> bool:
+    """Whether any rule matches ``text``: the fail-closed gate (``core.holds_secret``)."""
+    return _core().holds_secret(text)  # type: ignore[no-any-return]
+
+
+def marker(kind: str) -> str:
+    """What a secret of ``kind`` becomes (``core.marker``)."""
+    return _core().marker(kind)  # type: ignore[no-any-return]
+
+
 def __getattr__(name: str) -> Any:
+    # The classes and the table, loaded on first use; the functions above are real attributes.
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
