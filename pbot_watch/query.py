@@ -72,7 +72,9 @@ def open_query(
         context = QueryContext(settings, index)
         skipped = context.skipped_files
         if history:
-            context.folders = record_folders(index, settings.sessions, settings.archive, skipped)
+            context.folders = record_folders(
+                index, settings.sessions, settings.archive, skipped, settings.include, settings.exclude
+            )
             context.warnings = index.update_from_archive(context.folders).warnings
         if memory and scope is not None and scope.session_file is not None:
             ensure_memory_tables(index)

@@ -11,10 +11,10 @@ was deleted does not make its workspace's records disappear from search.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pbot_watch.archive.locations import relative_workspace, workspace_folder
+from pbot_watch.archive.locations import exclusion, relative_workspace, workspace_folder
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.sources import iter_session_files, known_header
@@ -68,11 +68,29 @@ def session_headers(
 
 
 def record_folders(
-    index: SearchIndex, roots: Iterable[Path], archive: Path | None, skipped: list[str] | None = None
+    index: SearchIndex,
+    roots: Iterable[Path],
+    archive: Path | None,
+    skipped: list[str] | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> list[RecordFolder]:
-    """The record folders to refresh before a query (``skipped``: as ``session_headers``)."""
+    """The record folders to refresh before a query (``skipped``: as ``session_headers``).
+
+    A workspace that ``index``, ``run`` and ``summarize`` leave out by ``include``/``exclude``
+    is not searched either, by the same rule (``archive.locations.exclusion``): records found
+    there (written before the setting, or shipped in a cloned repository) are not shown. A
+    central archive holds only what was written under the settings, so it is searched whole.
+    """
     if archive is not None:
         return [RecordFolder(archive, None)]
+    found = _record_folders(index, roots, skipped)
+    return [f for f in found if f.workspace is None or exclusion(f.workspace, include, exclude) is None]
+
+
+def _record_folders(
+    index: SearchIndex, roots: Iterable[Path], skipped: list[str] | None
+) -> list[RecordFolder]:
     folders: dict[Path, RecordFolder] = {}
     for _sid, workspace in session_headers(index, [r for r in roots if r.is_dir()], skipped).values():
         # A relative cwd has no record (index skips it): looking it up would read the records of
