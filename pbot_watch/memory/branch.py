@@ -43,8 +43,16 @@ def kept_boundary(path: Sequence[str], compaction_at: int, kept_id: str) -> int:
     Pi reads it (the same skipped lines, the same missing parents) gives Pi's path, so there
     is nothing to doubt: the entries are historical, and cues list their tool work.
     """
-    kept = first_kept(path, compaction_at, kept_id)
-    return compaction_at if kept is None else kept
+    return boundary_at(compaction_at, first_kept(path, compaction_at, kept_id))
+
+
+def boundary_at(compaction_at: int, kept_at: int | None) -> int:
+    """``kept_boundary`` from where the kept entry is on the path (``None``: not on it).
+
+    For a reader that keeps each entry's position instead of the path (raw memory's index):
+    a branch holds an entry once, so the kept entry counts only at or before the compaction.
+    """
+    return kept_at if kept_at is not None and kept_at <= compaction_at else compaction_at
 
 
 def context_labels(path: Sequence[str], compactions: Mapping[str, str]) -> list[MemoryContext]:

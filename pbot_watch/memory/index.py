@@ -31,7 +31,7 @@ from typing import Any
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import dumps
-from pbot_watch.memory.extract import MemoryFeed, Source, call_ids
+from pbot_watch.memory.extract import EntryLink, MemoryFeed, Source, call_ids, path_to_root
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
@@ -39,14 +39,16 @@ from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 5
+MEMORY_SCHEMA_VERSION = 6
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
-then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source.)"""
+then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
+current branch is kept as entries arrive, ``mem_branches``.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
 
 _VERSION_KEY = "memory_schema_version"
+_BRANCH_TABLES = ("mem_visible", "mem_path", "mem_branches")
 
 MEMORY_TABLES = (
     "mem_files",
@@ -57,6 +59,9 @@ MEMORY_TABLES = (
     "mem_chunks",
     "mem_literal",
     "mem_terms",
+    "mem_branches",
+    "mem_path",
+    "mem_visible",
     "mem_lines",  # of memory schema 3 and before
 )
 
@@ -80,6 +85,7 @@ _SCHEMA = (
 )""",
     "CREATE INDEX mem_entries_by_file ON mem_entries(file, seq)",
     "CREATE INDEX mem_entries_by_session ON mem_entries(session_id)",
+    "CREATE INDEX mem_entries_kept ON mem_entries(file) WHERE kept IS NOT NULL",
     """CREATE TABLE mem_calls(
   file TEXT NOT NULL,
   call_id TEXT NOT NULL,
@@ -117,6 +123,17 @@ _SCHEMA = (
     # candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid = mem_chunks).
     "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1')",
     "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2')",
+    # Each file's current branch (its last entry to the root), kept as entries arrive so that
+    # an unscoped query reads it instead of walking every session (query.py).
+    """CREATE TABLE mem_branches(
+  id INTEGER PRIMARY KEY,
+  file TEXT UNIQUE NOT NULL,
+  leaf TEXT,                 -- the file's last entry: where its current branch ends (NULL: no entry)
+  length INTEGER NOT NULL    -- entries on the branch: the next one appended to the leaf goes here
+)""",
+    "CREATE TABLE mem_path(branch INTEGER NOT NULL, entry_id TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (branch, entry_id)) WITHOUT ROWID",
+    # The sources on their file's current branch (rowid = mem_sources.rowid), with their entry's place on it.
+    "CREATE TABLE mem_visible(rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL)",
 )
 
 
@@ -222,6 +239,14 @@ class _FileWriter:
             self.entries = row[0] if row else 0
         self.next_source = self._next("mem_sources")
         self.next_chunk = self._next("mem_chunks")
+        self.conn.execute("INSERT OR IGNORE INTO mem_branches(file, length) VALUES (?, 0)", (self.file,))
+        self.branch, self.leaf, self.length = self.conn.execute(
+            "SELECT id, leaf, length FROM mem_branches WHERE file = ?", (self.file,)
+        ).fetchone()
+        self.stale = start == 0
+        """The branch must be walked again at ``finish`` (a rewrite, a fork, a ``/tree`` move)."""
+        self.placed: dict[str, int] = {}
+        """Entries put on the branch by this writer, with their position."""
 
     def _next(self, table: str) -> int:
         return int(self.conn.execute(f"SELECT coalesce(max(rowid), 0) + 1 FROM {table}").fetchone()[0])
@@ -248,6 +273,7 @@ class _FileWriter:
                 for link in fed.links
             ],
         )
+        self._extend(fed.links)
         for call_id in fed.answered_now:
             for rowid, entry_id, part, digest in self.conn.execute(
                 "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ? AND unanswered = ?",
@@ -270,12 +296,69 @@ class _FileWriter:
         )
         self._add(fed.sources)
 
+    def _extend(self, links: list[EntryLink]) -> None:
+        """Grow the branch by entries appended to its leaf; anything else makes it ``stale``.
+
+        Pi's current branch ends at the file's last entry, so an entry whose parent is the leaf
+        (and which is not on the branch already) is the branch one longer; an entry elsewhere
+        (a fork, a ``/tree`` move, a new root) changes which branch is current: walked once.
+        """
+        for link in links:
+            if self.stale:
+                return
+            if link.parent_id != self.leaf or self._position(link.entry_id) is not None:
+                self.stale = True
+                return
+            self.placed[link.entry_id] = self.length
+            self.conn.execute(
+                "INSERT INTO mem_path(branch, entry_id, pos) VALUES (?,?,?)",
+                (self.branch, link.entry_id, self.length),
+            )
+            self.leaf, self.length = link.entry_id, self.length + 1
+
+    def _position(self, entry_id: str) -> int | None:
+        """Where ``entry_id`` is on the branch as kept so far, ``None`` when it is not on it."""
+        if entry_id in self.placed:
+            return self.placed[entry_id]
+        row = self.conn.execute(
+            "SELECT pos FROM mem_path WHERE branch = ? AND entry_id = ?", (self.branch, entry_id)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def _walk(self) -> None:
+        """Put the branch from the file's last entry to the root in place of the one kept."""
+        links = [
+            EntryLink(seq, entry_id, parent)
+            for seq, entry_id, parent in self.conn.execute(
+                "SELECT seq, entry_id, parent_id FROM mem_entries WHERE file = ? ORDER BY seq", (self.file,)
+            )
+        ]
+        self.leaf = links[-1].entry_id if links else None
+        path = path_to_root(links, self.leaf)[::-1] if self.leaf is not None else []
+        self.length = len(path)
+        self.conn.execute("DELETE FROM mem_path WHERE branch = ?", (self.branch,))
+        self.conn.executemany(
+            "INSERT INTO mem_path(branch, entry_id, pos) VALUES (?,?,?)",
+            ((self.branch, entry_id, pos) for pos, entry_id in enumerate(path)),
+        )
+        self.conn.execute(
+            "DELETE FROM mem_visible WHERE rowid IN (SELECT rowid FROM mem_sources WHERE file = ?)",
+            (self.file,),
+        )
+        self.conn.execute(
+            "INSERT INTO mem_visible(rowid, branch, pos) SELECT s.rowid, p.branch, p.pos FROM mem_sources s "
+            "JOIN mem_path p ON p.branch = ? AND p.entry_id = s.entry_id WHERE s.file = ?",
+            (self.branch, self.file),
+        )
+        self.stale = False
+
     def _add(self, sources: list[Source]) -> None:
         rows: list[tuple[Any, ...]] = []
         texts: list[tuple[int, bytes, int]] = []
         literal: list[tuple[int, str]] = []
         chunks: list[tuple[int, int, int, int]] = []
         terms: list[tuple[int, str]] = []
+        visible: list[tuple[int, int, int]] = []
         for source in sources:
             text = "\n".join(source.lines)
             digest = _digest(source, text)
@@ -300,6 +383,9 @@ class _FileWriter:
                     digest,
                 )
             )
+            position = None if self.stale else self._position(source.entry_id)
+            if position is not None:
+                visible.append((rowid, self.branch, position))
             data, packed = pack(text)
             texts.append((rowid, data, int(packed)))
             document = literal_document(text)
@@ -318,11 +404,17 @@ class _FileWriter:
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, source, line, count) VALUES (?,?,?,?)", chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", terms)
+        self.conn.executemany("INSERT INTO mem_visible(rowid, branch, pos) VALUES (?,?,?)", visible)
 
     def finish(self, header: SessionHeader, cursor: Cursor, stamp: FileStamp) -> None:
         """Forget the replaced sources that did not come back, and remember where reading stopped."""
         for rowid in self.reuse.values():
             drop_source(self.conn, rowid)
+        if self.stale:
+            self._walk()
+        self.conn.execute(
+            "UPDATE mem_branches SET leaf = ?, length = ? WHERE id = ?", (self.leaf, self.length, self.branch)
+        )
         columns = ", ".join(_CURSOR)
         updates = ", ".join(
             f"{c}=excluded.{c}" for c in ("session_id", "header", "entries", "size", *_CURSOR)
@@ -543,6 +635,7 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
     conn.execute("DELETE FROM mem_chunks WHERE source = ?", (rowid,))
     conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (rowid,))
     conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
+    conn.execute("DELETE FROM mem_visible WHERE rowid = ?", (rowid,))
 
 
 def _drop_file(conn: sqlite3.Connection, path: str) -> None:
@@ -551,6 +644,8 @@ def _drop_file(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("DELETE FROM mem_entries WHERE file = ?", (path,))
     conn.execute("DELETE FROM mem_calls WHERE file = ?", (path,))
     conn.execute("DELETE FROM mem_files WHERE path = ?", (path,))
+    conn.execute("DELETE FROM mem_path WHERE branch IN (SELECT id FROM mem_branches WHERE file = ?)", (path,))
+    conn.execute("DELETE FROM mem_branches WHERE file = ?", (path,))
 
 
 def refresh_memory(
@@ -587,7 +682,15 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
     with index.transaction():
         for table in ("mem_literal", "mem_terms"):
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
-        for table in ("mem_chunks", "mem_texts", "mem_sources", "mem_calls", "mem_entries", "mem_files"):
+        for table in (
+            *_BRANCH_TABLES,
+            "mem_chunks",
+            "mem_texts",
+            "mem_sources",
+            "mem_calls",
+            "mem_entries",
+            "mem_files",
+        ):
             index.conn.execute(f"DELETE FROM {table}")
     refresh_memory(index, roots)
     return int(index.conn.execute("SELECT count(*) FROM mem_files").fetchone()[0])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pbot_watch.memory.branch import HISTORICAL, RETAINED, context_labels
+from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_labels
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables, source_lines
@@ -177,14 +177,96 @@ def _load_texts(index: SearchIndex, rows: list[_Row]) -> list[_Row]:
     return rows
 
 
+class _KeptLabels(dict[int, MemoryContext]):
+    """The context labels of the sources on each file's current branch, read as they are asked for.
+
+    Every file's branch is kept in the index as entries arrive (``index.py``'s ``mem_visible``,
+    each source with its entry's position on it), so an unscoped query labels only its hits:
+    a source is historical when it is before its branch's boundary as of ``snapshot``.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, snapshot: int) -> None:
+        super().__init__()
+        self.conn = conn
+        self.snapshot = snapshot
+        self.boundaries: dict[int, int | None] = {}
+        self.off: set[int] = set()
+        """Row ids asked for that are on no current branch."""
+
+    def load(self, rowids: Iterable[int]) -> None:
+        """Label these sources (a batched read of their places; the hits of one query)."""
+        wanted = [r for r in dict.fromkeys(rowids) if not dict.__contains__(self, r) and r not in self.off]
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            placed = self.conn.execute(
+                f"SELECT rowid, branch, pos FROM mem_visible WHERE rowid IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+            for rowid, branch, pos in placed:
+                boundary = self._boundary(branch)
+                self[rowid] = HISTORICAL if boundary is not None and pos < boundary else RETAINED
+            self.off.update(set(part) - {rowid for rowid, _b, _p in placed})
+
+    def _boundary(self, branch: int) -> int | None:
+        """Where what the branch's latest compaction (as of the snapshot) kept starts; ``None``: none."""
+        if branch not in self.boundaries:
+            latest = self.conn.execute(
+                "SELECT p.pos, e.kept FROM mem_branches b JOIN mem_entries e ON e.file = b.file AND e.kept IS NOT NULL "
+                "JOIN mem_path p ON p.branch = b.id AND p.entry_id = e.entry_id WHERE b.id = ? AND EXISTS ("
+                "SELECT 1 FROM mem_sources s WHERE s.file = e.file AND s.seq = e.seq AND s.entry_id = e.entry_id "
+                "AND s.kind = 'compaction' AND s.rowid <= ?) ORDER BY p.pos DESC LIMIT 1",
+                (branch, self.snapshot),
+            ).fetchone()
+            boundary = None
+            if latest is not None:
+                at, kept = latest
+                kept_at = self.conn.execute(
+                    "SELECT pos FROM mem_path WHERE branch = ? AND entry_id = ?", (branch, kept)
+                ).fetchone()
+                boundary = boundary_at(at, None if kept_at is None else int(kept_at[0]))
+            self.boundaries[branch] = boundary
+        return self.boundaries[branch]
+
+    def __missing__(self, rowid: int) -> MemoryContext:
+        self.load([rowid])
+        if dict.__contains__(self, rowid):
+            return dict.__getitem__(self, rowid)
+        raise KeyError(rowid)
+
+    def __contains__(self, rowid: object) -> bool:
+        if isinstance(rowid, int):
+            self.load([rowid])
+        return dict.__contains__(self, rowid)
+
+
 @dataclass
 class _Scope:
-    rowids: list[int]
-    """Source row ids visible from each session file's leaf."""
     labels: dict[int, MemoryContext]
-    """Each visible source's context label on its branch."""
+    """Each visible source's context label on its branch (a ``_KeptLabels`` reads them as asked)."""
     sessions: list[str]
     """The session ids searched."""
+    snapshot: int
+    kept: bool = False
+    """The sources in scope are the index's current branches (``mem_visible``), not ``temp.mem_scope``."""
+
+    def within(self, column: str) -> str:
+        """An SQL condition: ``column`` is the row id of a source in scope (up to the snapshot)."""
+        if self.kept:
+            # A bare "IN (SELECT rowid FROM t)" probes t's b-tree; a WHERE in it would copy t first.
+            return f"{column} IN (SELECT rowid FROM mem_visible) AND {column} <= {int(self.snapshot)}"
+        return f"{column} IN (SELECT rowid FROM temp.mem_scope)"
+
+
+def _kept_scope(index: SearchIndex, snapshot: int) -> _Scope:
+    """Every session file's current branch, as the index keeps it: no walk, whatever the corpus."""
+    sessions = [
+        sid
+        for (sid,) in index.conn.execute(
+            "SELECT f.session_id FROM mem_files f JOIN mem_branches b ON b.file = f.path WHERE b.length > 0 "
+            "ORDER BY f.path"
+        )
+    ]
+    return _Scope(_KeptLabels(index.conn, snapshot), list(dict.fromkeys(sessions)), snapshot, kept=True)
 
 
 def _scope(
@@ -198,7 +280,24 @@ def _scope(
 
     Only compactions whose source row existed at ``snapshot`` count: a cursor then labels,
     and so orders, its later pages as its first page was, whatever was compacted since.
+    Unscoped, the index's branches are the scope (``_kept_scope``); a session, a leaf or a
+    pinned branch is walked here and filled in ``temp.mem_scope`` (``_walked_scope``).
     """
+    if pinned is None and session_id is None and leaf is None:
+        return _kept_scope(index, snapshot)
+    rowids, scope = _walked_scope(index, session_id, leaf, snapshot, pinned)
+    _fill_scope(index, [r for r in rowids if r <= snapshot])
+    return scope
+
+
+def _walked_scope(
+    index: SearchIndex,
+    session_id: str | None,
+    leaf: str | None,
+    snapshot: int,
+    pinned: MemoryScope | None = None,
+) -> tuple[list[int], _Scope]:
+    """``_scope`` by walking each file's branch from its entries: the row ids in scope, and the scope."""
     conn = index.conn
     if pinned is not None:
         files = _pinned_files(index, pinned, session_id)
@@ -213,7 +312,8 @@ def _scope(
             )
     else:
         files = conn.execute("SELECT path, session_id FROM mem_files ORDER BY path").fetchall()
-    scope = _Scope([], {}, [])
+    scope = _Scope({}, [], snapshot)
+    rowids: list[int] = []
     sessions: dict[str, None] = {}
     leaf_found = False
     pinned_found = False
@@ -256,7 +356,7 @@ def _scope(
         ):
             label = on_path.get(entry_id)
             if label is not None:
-                scope.rowids.append(rowid)
+                rowids.append(rowid)
                 scope.labels[rowid] = label
     if pinned is not None and pinned.leaf is not None and files and not pinned_found:
         # The caller's session is indexed but not up to its current entry: not the model's
@@ -266,7 +366,7 @@ def _scope(
         where = " on this session's branch" if pinned else f" in session {session_id}" if session_id else ""
         raise UnknownEntry(f"unknown leaf entry {leaf!r}{where}")
     scope.sessions = list(sessions)
-    return scope
+    return rowids, scope
 
 
 def _pinned_files(index: SearchIndex, pinned: MemoryScope, session_id: str | None) -> list[tuple[str, str]]:
@@ -371,29 +471,29 @@ def search_memory(
         offset = 0
         snapshot = _max_rowid(index)
     scope = _scope(index, session_id, leaf, snapshot, pinned)
-    visible = scope.rowids
     if in_ is not None:
         target = _find_handle(index, in_, scope.labels if pinned else None)
         if target not in scope.labels:
             raise UnknownHandle(in_)
-        visible = [target]
-    visible = [r for r in visible if r <= snapshot]
-    _fill_scope(index, visible)
+        _fill_scope(index, [target] if target <= snapshot else [])
+        scope.kept = False
     needle = query.strip()
     hits: list[tuple[_Row, int | None, float | None]]
     if not needle:
         rows = [
             _row(v)
             for v in conn.execute(
-                f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE s.rowid IN (SELECT rowid FROM temp.mem_scope) "
+                f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE {scope.within('s.rowid')} "
                 "ORDER BY s.timestamp DESC, s.seq DESC, s.part DESC"
             )
         ]
         hits = [(r, None, None) for r in rows]
     elif match == "terms":
-        hits = _terms_hits(index, needle, per_line=in_ is not None)
+        hits = _terms_hits(index, needle, scope, per_line=in_ is not None)
     else:
-        hits = _literal_hits(index, needle.lower(), per_line=in_ is not None)
+        hits = _literal_hits(index, needle.lower(), scope, per_line=in_ is not None)
+    if isinstance(scope.labels, _KeptLabels):
+        scope.labels.load(row.rowid for row, _line, _score in hits)
     if needle:
         # pi-echo's order: what the model can no longer see first (a stable sort keeps each
         # group in the order of its match mode).
@@ -433,10 +533,7 @@ def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
     return out
 
 
-_IN_SCOPE = "IN (SELECT rowid FROM temp.mem_scope)"
-
-
-def _literal_candidates(index: SearchIndex, needle: str) -> list[int]:
+def _literal_candidates(index: SearchIndex, needle: str, scope: _Scope) -> list[int]:
     """Sources in scope that may hold ``needle``: a superset, narrowed by an index when one can."""
     conn = index.conn
     if "\n" in needle:
@@ -446,20 +543,22 @@ def _literal_candidates(index: SearchIndex, needle: str) -> list[int]:
         # the whole MATCH once per source in scope: 180 ms instead of 0.4 ms for a common
         # needle over 4,000 sources (bench/pi_tools.py).
         found = conn.execute(
-            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? AND +rowid {_IN_SCOPE}",
+            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? AND {scope.within('+rowid')}",
             (literal_match(needle),),
         )
     elif all(is_cjk(ch) for ch in needle):
         # A CJK character or pair is itself a token of the terms index.
         found = conn.execute(
             "SELECT DISTINCT c.source FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
-            f"WHERE mem_terms MATCH ? AND c.source {_IN_SCOPE}",
+            f"WHERE mem_terms MATCH ? AND {scope.within('c.source')}",
             (fts_quote(needle),),
         )
     else:
-        return [rowid for (rowid,) in conn.execute("SELECT rowid FROM temp.mem_scope")]
+        return [
+            rowid for (rowid,) in conn.execute(f"SELECT rowid FROM mem_sources WHERE {scope.within('rowid')}")
+        ]
     # A capped source is not (or not wholly) in the indexes: it is always read (texts.py).
-    unindexed = conn.execute(f"SELECT rowid FROM mem_sources WHERE capped AND rowid {_IN_SCOPE}")
+    unindexed = conn.execute(f"SELECT rowid FROM mem_sources WHERE capped AND {scope.within('rowid')}")
     return sorted({rowid for (rowid,) in found} | {rowid for (rowid,) in unindexed})
 
 
@@ -514,9 +613,9 @@ def _show(index: SearchIndex, page: list[tuple[_Row, int | None, float | None]])
 
 
 def _literal_hits(
-    index: SearchIndex, needle: str, *, per_line: bool
+    index: SearchIndex, needle: str, scope: _Scope, *, per_line: bool
 ) -> list[tuple[_Row, int | None, float | None]]:
-    rows = _load(index, _literal_candidates(index, needle))
+    rows = _load(index, _literal_candidates(index, needle, scope))
     hits: list[tuple[_Row, int | None, float | None]] = []
     for row in rows.values():
         if row.capped:
@@ -540,7 +639,7 @@ def _desc(text: str) -> tuple[int, ...]:
 
 
 def _terms_hits(
-    index: SearchIndex, query: str, *, per_line: bool
+    index: SearchIndex, query: str, scope: _Scope, *, per_line: bool
 ) -> list[tuple[_Row, int | None, float | None]]:
     terms = query_terms(query)
     if not terms:
@@ -548,7 +647,7 @@ def _terms_hits(
     scored: dict[int, tuple[float, int]] = {}
     for source, line, rank in index.conn.execute(
         "SELECT c.source, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
-        f"WHERE mem_terms MATCH ? AND c.source {_IN_SCOPE}",
+        f"WHERE mem_terms MATCH ? AND {scope.within('c.source')}",
         (fts_any(terms),),
     ):
         score = -rank
@@ -683,7 +782,7 @@ def recall(
     With ``pinned``, a handle of a source off the caller's branch is unknown, as in search.
     """
     ensure_memory_tables(index)
-    within = _scope(index, None, None, _max_rowid(index), pinned).labels if pinned else None
+    within = _walked_scope(index, None, None, _max_rowid(index), pinned)[1].labels if pinned else None
     rowid = _find_handle(index, handle, within)
     row = _load_texts(index, [_load(index, [rowid])[rowid]])[0]
     total = row.line_count
