@@ -155,14 +155,16 @@ def db_bytes(db: Path) -> int:
 # ---- the phases ------------------------------------------------------------------------------
 
 
-def corpus(out: Path, sessions: int, size_mb: float, exchanges: int) -> tuple[Path, list[Path]]:
+def corpus(
+    out: Path, sessions: int, size_mb: float, exchanges: int, seed: int = 7
+) -> tuple[Path, list[Path]]:
     """The corpus under ``out``, generated unless already there."""
     from index_throughput import generate
 
     root = out / "sessions"
     if root.is_dir():
         return root, sorted((out / "workspaces").iterdir())
-    return generate(out, sessions, size_mb, workspaces=8, exchanges=exchanges)
+    return generate(out, sessions, size_mb, workspaces=8, seed=seed, exchanges=exchanges)
 
 
 class Pbot:

@@ -1,0 +1,181 @@
+"""Unscoped raw-memory search at the scale of a real history: query times, index size, memory.
+
+On the generated corpora of ``bench/index_throughput.py`` (``--seed 1``, by default 300
+sessions x 200 exchanges at 634 MB and at 50 MB: the same sessions, less tool output), it
+builds raw memory once with the first ``pbot-watch memory search`` (no service: the query
+reads every session file) and then measures, for each query class (a common word, a rare
+one, a phrase with punctuation, CJK, a no-match, ``--match terms``):
+
+* ``in process``: ``search_memory`` on the built index, warm, p50 / p95 over ``--runs``;
+* ``cli``: ``pbot-watch memory search --json`` end to end, warm, p50 / p95 and its peak RSS;
+
+and ``search.db``'s size by component (SQLite's ``dbstat``: each table with its indexes, an
+FTS table with its shadow tables) against the session bytes. Both corpora are printed side by
+side with how each figure grew. Targets at 634 MB (2 cores): in-process p50 <= 50 ms for every
+class (no-match <= 5 ms), CLI p50 <= 250 ms, ``search.db`` <= 0.6 x the session bytes, RSS
+< 200 MB. Run by hand::
+
+    .venv/bin/python bench/memory_scale.py --out /tmp/memory-scale   # keeps (and reuses) corpora
+
+Figures are printed, never asserted: ``tests/memory/test_bench_memory_scale.py`` runs it tiny.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from first_run import corpus, db_bytes, load_average, pbot_watch, timed, tree_bytes  # noqa: E402
+
+QUERIES = {
+    "common word": ("literal", "cursor"),
+    "rare word": ("literal", "module_26.py:899:"),
+    "phrase with punctuation": ("literal", "src/module_13.py:110: the"),
+    "CJK": ("literal", "配置"),
+    "no match": ("literal", "xyzzy-no-match"),
+    "terms": ("terms", "cursor offset"),
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
+
+
+def components(db: Path) -> dict[str, float]:
+    """MB per table (with its indexes; an FTS table with its shadow tables), largest first."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        owners = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master"))
+        fts = [
+            name
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE sql LIKE '%VIRTUAL TABLE%'")
+        ]
+        sizes: dict[str, int] = {}
+        for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+            owner = owners.get(name, name)
+            owner = next((table for table in fts if owner.startswith(table + "_")), owner)
+            sizes[owner] = sizes.get(owner, 0) + size
+    finally:
+        conn.close()
+    return {name: round(size / 1e6, 1) for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])}
+
+
+def in_process(db: Path, runs: int) -> dict[str, Any]:
+    from pbot_watch.memory.query import search_memory
+    from pbot_watch.search.index import SearchIndex
+
+    out: dict[str, Any] = {}
+    with SearchIndex(db) as index:
+        for name, (mode, query) in QUERIES.items():
+            result = search_memory(index, query, match=mode)  # type: ignore[arg-type]
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                search_memory(index, query, match=mode)  # type: ignore[arg-type]
+                times.append((time.perf_counter() - start) * 1000)
+            out[name] = {"hits": result.total, "p50 ms": pct(times, 0.5), "p95 ms": pct(times, 0.95)}
+    return out
+
+
+def through_cli(root: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (mode, query) in QUERIES.items():
+        argv = [*pbot_watch(), "memory", "search", "--sessions", str(root), "--match", mode, "--json", query]
+        times, rss = [], 0.0
+        for _ in range(runs):
+            result = timed(argv, env)
+            if result.code != 0:
+                raise SystemExit(f"pbot-watch memory search failed: {result.out}")
+            times.append(result.wall * 1000)
+            rss = max(rss, result.rss_mb)
+        out[name] = {"p50 ms": pct(times, 0.5), "p95 ms": pct(times, 0.95), "peak RSS MB": round(rss, 1)}
+    return out
+
+
+def measure(out: Path, size_mb: float, args: argparse.Namespace) -> dict[str, Any]:
+    root, _spaces = corpus(out, args.sessions, size_mb, args.exchanges, seed=args.seed)
+    state = out / "state"
+    state.mkdir(exist_ok=True)
+    env = {**os.environ, "PBOT_WATCH_STATE_DIR": str(state)}
+    session_bytes = tree_bytes(root, "*.jsonl")
+    build = timed([*pbot_watch(), "memory", "search", "--sessions", str(root), "--json", "ECONNRESET"], env)
+    if build.code != 0:
+        raise SystemExit(f"pbot-watch memory search failed: {build.out}")
+    db = state / "search.db"
+    size = db_bytes(db)
+    return {
+        "corpus": {"sessions": args.sessions, "MB": round(session_bytes / 1e6, 1)},
+        "first search (builds raw memory)": {
+            "wall s": round(build.wall, 1),
+            "peak RSS MB": round(build.rss_mb, 1),
+        },
+        "in process": in_process(db, args.runs),
+        "cli": through_cli(root, env, args.cli_runs),
+        "search.db": {
+            "MB": round(size / 1e6, 1),
+            "/ session bytes": round(size / session_bytes, 2),
+            "by component MB": components(db),
+        },
+    }
+
+
+def growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+    """Each p50 and the index size of the large corpus over the small one's, beside the bytes."""
+    out: dict[str, Any] = {"bytes": round(large["corpus"]["MB"] / small["corpus"]["MB"], 1)}
+    for where in ("in process", "cli"):
+        for name in QUERIES:
+            a, b = small[where][name]["p50 ms"], large[where][name]["p50 ms"]
+            out[f"{where}: {name} p50"] = round(b / a, 1) if a else None
+    out["search.db MB"] = round(large["search.db"]["MB"] / small["search.db"]["MB"], 1)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=[50.0, 634.0],
+        help="corpus sizes in MB, comma-separated (default 50,634)",
+    )
+    parser.add_argument("--sessions", type=int, default=300, help="sessions of every corpus (default 300)")
+    parser.add_argument("--exchanges", type=int, default=200, help="exchanges per session (default 200)")
+    parser.add_argument("--seed", type=int, default=1, help="the generator's seed (default 1)")
+    parser.add_argument("--runs", type=int, default=21, help="in-process runs per query (default 21)")
+    parser.add_argument("--cli-runs", type=int, default=7, help="CLI runs per query (default 7)")
+    parser.add_argument(
+        "--out", type=Path, help="keep the corpora and their search.db here (reused when present)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    base = args.out or Path(tempfile.mkdtemp(prefix="pbot-memory-scale-"))
+    figures: dict[str, Any] = {"load": load_average()}
+    for size in args.sizes:
+        figures[f"{size:g} MB"] = measure(base / f"corpus-{size:g}mb", size, args)
+    sizes = sorted(args.sizes)
+    if len(sizes) > 1:
+        figures["growth (large / small)"] = growth(figures[f"{sizes[0]:g} MB"], figures[f"{sizes[-1]:g} MB"])
+    figures["load after"] = load_average()
+    if args.json:
+        print(json.dumps(figures, ensure_ascii=False, indent=2))
+        return
+    for name, value in figures.items():
+        print(f"{name}: {json.dumps(value, ensure_ascii=False, indent=2)}")
+
+
+if __name__ == "__main__":
+    main()
