@@ -55,6 +55,9 @@ def _environment(base: Path) -> dict[str, str]:
         XDG_CONFIG_HOME=str(base / "config"),
         PYTHONPATH=os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]]),
         PYTHONDONTWRITEBYTECODE="1",
+        # The service runs as another user than the one-shot index it is compared with: one
+        # user label for both, so the records differ in nothing but what the service did.
+        PBOT_WATCH_USER="pbot-test",
     )
     return env
 
@@ -151,7 +154,7 @@ def test_no_inotify_instance_left_falls_back_to_polling(as_nobody: Path) -> None
         path = sessions / "--p--" / "s.jsonl"
         for line in lines_of(FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"):
             append(path, line)
-        expected = one_shot([sessions], base / "expected")
+        expected = one_shot([sessions], base / "expected", env={**os.environ, "PBOT_WATCH_USER": "pbot-test"})
         wait_for(lambda: records(archive) == expected, what="the polled append in the archive")
     finally:
         for proc in (service, hog):

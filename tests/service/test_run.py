@@ -306,7 +306,7 @@ class TestLifecycle:
     def test_bad_setting_is_one_line(self, tmp_path: Path) -> None:
         """An invalid flag value fails before starting, naming the key."""
         result = run("run", "--sessions", str(tmp_path), "--debounce-seconds", "-1", timeout=30)
-        assert result.returncode == 1
+        assert result.returncode == 2
         assert "debounce_seconds" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
 
