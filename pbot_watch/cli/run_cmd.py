@@ -73,12 +73,12 @@ def run_command(**flags: Any) -> None:
     from pbot_watch.service.extensions import build_extensions  # noqa: PLC0415
     from pbot_watch.service.hooks import ServiceContext  # noqa: PLC0415
     from pbot_watch.service.lock import AlreadyRunning  # noqa: PLC0415
-    from pbot_watch.service.run import Server, StartupError  # noqa: PLC0415
+    from pbot_watch.service.run import Service, StartupError  # noqa: PLC0415
 
     context = ServiceContext(settings)
-    server = Server(settings, build_extensions(context), context)
+    service = Service(settings, build_extensions(context), context)
     try:
-        server.run()
+        service.run()
     except (AlreadyRunning, StartupError) as error:
         raise CommandError(str(error), EXIT_FAILURE) from error
     _leave_now()

@@ -7,7 +7,7 @@ Modules, in the order data flows through them:
 * ``tail``: the ``Indexer`` with persisted cursors (``state``) and a bounded memory.
 * ``schedule``: ``ReadSchedule``: when each changed file is read (debounce, back-off).
 * ``idle``: the idle clock that runs and cancels the idle worker (summaries).
-* ``run``: ``Server``: startup, the main loop, shutdown, signals.
+* ``run``: ``Service``: startup, the main loop, shutdown, signals.
 * ``lock``, ``status``: one instance per user, and the status file's model.
 * ``reporter``: ``StatusReporter``: builds and writes the status file, keeps the heartbeat.
 * ``allocator``: the C allocator for ``run`` and handing freed heap back to the system.

@@ -46,7 +46,7 @@ log = structlog.get_logger("pbot_watch.service")
 
 
 class StatusSource(Protocol):
-    """What the reporter reads from the service (``Server``) each time it builds a status."""
+    """What the reporter reads from the service (``Service``) each time it builds a status."""
 
     started: float
     progress_at: float

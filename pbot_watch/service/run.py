@@ -66,7 +66,7 @@ class StartupError(PbotWatchError):
 
 
 @dataclass
-class Server:
+class Service:
     """The service's lifecycle; what to read when is ``schedule``'s, the status file ``reporter``'s."""
 
     settings: Settings

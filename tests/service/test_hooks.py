@@ -1,4 +1,4 @@
-"""The extension points, on a real ``Server`` running in a thread over temporary folders.
+"""The extension points, on a real ``Service`` running in a thread over temporary folders.
 
 The listener and the idle worker here are small real implementations (they record what they
 saw); the service around them is the production code, unchanged.
@@ -14,7 +14,7 @@ import pytest
 
 from pbot_watch.config import load_settings
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
-from pbot_watch.service.run import Server
+from pbot_watch.service.run import Service
 from pbot_watch.service.status import read_status
 from tests.service.test_idle import Blocking
 from tests.support.paths import FIXTURES
@@ -27,7 +27,7 @@ PLAIN = FIXTURES / "real-v3" / "01-plain-multiturn.jsonl"
 
 
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[Server, Path, list[tuple[Path, str]], Blocking]]:
+def running(tmp_path: Path) -> Iterator[tuple[Service, Path, list[tuple[Path, str]], Blocking]]:
     sessions = tmp_path / "sessions"
     (sessions / "--p--").mkdir(parents=True)
     settings = load_settings(
@@ -45,21 +45,21 @@ def running(tmp_path: Path) -> Iterator[tuple[Server, Path, list[tuple[Path, str
         idle_worker=worker,
         status_providers={SUMMARIES: lambda: {"pending": 3, "failed": 1}, "search": lambda: {"documents": 7}},
     )
-    server = Server(settings, extensions, ServiceContext(settings))
-    thread = threading.Thread(target=server.run, name="service")
+    service = Service(settings, extensions, ServiceContext(settings))
+    thread = threading.Thread(target=service.run, name="service")
     thread.start()
-    wait_for(lambda: server.activity == "idle", what="the service to start")
+    wait_for(lambda: service.activity == "idle", what="the service to start")
     try:
-        yield server, sessions / "--p--" / "s.jsonl", seen, worker
+        yield service, sessions / "--p--" / "s.jsonl", seen, worker
     finally:
-        server.should_exit = True
+        service.should_exit = True
         thread.join(5)
         assert not thread.is_alive()
 
 
 class TestHooks:
     def test_listener_called_after_each_written_record(
-        self, running: tuple[Server, Path, list[tuple[Path, str]], Blocking]
+        self, running: tuple[Service, Path, list[tuple[Path, str]], Blocking]
     ) -> None:
         """A record listener gets the record's path (already on disk) and the session id."""
         _, path, seen, _ = running
@@ -71,20 +71,20 @@ class TestHooks:
         assert session in lines[0].decode()
 
     def test_idle_worker_runs_when_quiet_and_stops_on_append(
-        self, running: tuple[Server, Path, list[tuple[Path, str]], Blocking]
+        self, running: tuple[Service, Path, list[tuple[Path, str]], Blocking]
     ) -> None:
         """After ``idle_seconds`` the worker runs; the next append sets its cancel event."""
-        server, path, _, worker = running
+        service, path, _, worker = running
         assert worker.started.wait(5)
         append(path, b"".join(lines_of(PLAIN)[:3]))
         assert worker.saw_cancel.wait(5)
-        assert server.idle.cancelled == 1
+        assert service.idle.cancelled == 1
 
     def test_status_embeds_providers(
-        self, running: tuple[Server, Path, list[tuple[Path, str]], Blocking]
+        self, running: tuple[Service, Path, list[tuple[Path, str]], Blocking]
     ) -> None:
         """The "summaries" provider fills ``summaries``; others go under ``extensions``."""
-        server, _, _, _ = running
-        status = wait_for(lambda: read_status(server.settings.state_dir), what="a status file")
+        service, _, _, _ = running
+        status = wait_for(lambda: read_status(service.settings.state_dir), what="a status file")
         assert status.summaries == {"pending": 3, "failed": 1}
         assert status.extensions == {"search": {"documents": 7}}
