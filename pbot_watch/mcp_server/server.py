@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp import types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import Server as McpSdkServer
 
 from pbot_watch import __version__
 from pbot_watch.config import Settings
@@ -71,7 +71,7 @@ class McpTools:
         return types.CallToolResult(content=content, structured_content=to_well_formed(answer.structured))
 
 
-def build_server(settings: Settings) -> Server[Any]:
+def build_mcp_server(settings: Settings) -> McpSdkServer[Any]:
     """The SDK's low-level server with our two handlers."""
     tools = McpTools(settings)
 
@@ -81,7 +81,7 @@ def build_server(settings: Settings) -> Server[Any]:
     async def on_call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await tools.call(params.name, params.arguments)
 
-    return Server(
+    return McpSdkServer(
         SERVER_NAME,
         version=__version__,
         title="pbot-watch: Pi conversation history",

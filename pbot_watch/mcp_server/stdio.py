@@ -25,7 +25,7 @@ from pbot_watch import __version__
 from pbot_watch.config import Settings
 from pbot_watch.history.jstext import to_well_formed
 from pbot_watch.log import get_logger
-from pbot_watch.mcp_server.server import build_server
+from pbot_watch.mcp_server.server import build_mcp_server
 from pbot_watch.pi.jsonline import Malformed, loads_json
 
 
@@ -116,7 +116,7 @@ class CheckedLines:
 
 
 def serve_stdio(settings: Settings) -> None:
-    server = build_server(settings)
+    server = build_mcp_server(settings)
     log = get_logger(__name__)
 
     async def main() -> None:

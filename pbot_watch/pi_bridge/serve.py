@@ -166,8 +166,8 @@ def _local_zone() -> tzinfo:
     return datetime.now().astimezone().tzinfo or UTC
 
 
-class Server:
-    """Reads requests from ``inp`` until end of file and writes one reply per request to ``out``."""
+class PiExtensionServer:
+    """Serves the Pi extension: reads requests from ``inp`` until end of file, one reply each to ``out``."""
 
     def __init__(self, child: Child, out: BinaryIO) -> None:
         self.methods = child.methods()
@@ -257,4 +257,4 @@ def _first(error: ValidationError) -> str:
 
 
 def serve(settings: Settings, inp: BinaryIO, out: BinaryIO) -> None:
-    Server(Child(settings), out).serve(inp)
+    PiExtensionServer(Child(settings), out).serve(inp)
