@@ -91,7 +91,7 @@ IN_PROCESS = [
     ("read", "x"),
     ("memory", "search", "x"),
     ("recall", "m1.x"),
-    ("cues", "--session", "x.jsonl"),
+    ("cues", "--session-file", "x.jsonl"),
     ("secrets", "scan"),
     ("reindex",),
     ("service", "install", "--print"),

@@ -276,7 +276,7 @@ class TestTimestampsAtTheEdge:
         """``cues`` prints the block, times on their own clock, instead of an ``OverflowError``."""
         work = budget_session(tmp_path / "s.jsonl")
         edge_times(work.path, moment)
-        done = invoke("cues", "--session", str(work.path))
+        done = invoke("cues", "--session-file", str(work.path))
         assert 0 == done.returncode, done.stderr
         assert done.stdout.startswith("Memory cues (batch 3)")
         assert EDGE_CLOCKS[moment] in done.stdout

@@ -9,14 +9,18 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import emit
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
+from pbot_watch.cli.options import HiddenAliasOption
 from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW
 from pbot_watch.search.models import CueState
 
 
 @main.command("cues")
 @click.option(
-    "--session",
+    "--session-file",
+    "--session",  # the old spelling, accepted until the next release: search's --session is an id
     "session_file",
+    cls=HiddenAliasOption,
+    hidden_aliases=("--session",),
     required=True,
     metavar="FILE",
     type=click.Path(path_type=Path, dir_okay=False),

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def archive_options(func: F) -> F:
@@ -51,3 +52,28 @@ def json_option(what: str) -> Callable[[F], F]:
     return click.option(
         "--json", "as_json", is_flag=True, help=f"Print the {what} as JSON (see docs/search.md)."
     )
+
+
+class HiddenAliasOption(click.Option):
+    """An option that still accepts an old spelling for one release, shown nowhere.
+
+    ``--help`` and the "missing option" hint name only the current spelling, so nobody learns
+    the old one; scripts written against it keep working until it is removed.
+    """
+
+    def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden_aliases = hidden_aliases
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        return self._without_aliases(lambda: super(HiddenAliasOption, self).get_help_record(ctx))
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return self._without_aliases(lambda: super(HiddenAliasOption, self).get_error_hint(ctx))
+
+    def _without_aliases(self, render: Callable[[], T]) -> T:
+        shown, self.opts = self.opts, [opt for opt in self.opts if opt not in self.hidden_aliases]
+        try:
+            return render()
+        finally:
+            self.opts = shown

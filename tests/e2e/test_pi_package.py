@@ -403,7 +403,7 @@ class TestCues:
         entries = session_lines(transcript.session)
         compactions = [e for e in entries if e.get("type") == "compaction"]
         printed = subprocess.run(
-            [pbot_watch_executable(), "cues", "--session", str(transcript.session), "--leaf", compactions[-1]["id"],
+            [pbot_watch_executable(), "cues", "--session-file", str(transcript.session), "--leaf", compactions[-1]["id"],
              "--context-window", "32000"],
             capture_output=True, text=True, check=True, timeout=60, env=transcript.scene.world.env,
         ).stdout  # fmt: skip

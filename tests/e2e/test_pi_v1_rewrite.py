@@ -42,7 +42,7 @@ def labels(sessions: Path) -> list[tuple[str, str, str, str]]:
 
 
 def cue_lines(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
-    state = cli_json("cues", "--session", str(path))
+    state = cli_json("cues", "--session-file", str(path))
     lines = state["lines"]
     return [line["handle"] for line in lines], [
         (line["stage"], line["class"], line["text"].replace(line["handle"], "HANDLE")) for line in lines

@@ -29,14 +29,14 @@ class TestCuesCommand:
     def test_prints_the_block(self, tmp_path: Path) -> None:
         """The human output is the block the extension injects."""
         work = budget_session(tmp_path / "s.jsonl")
-        code, output = cues("--session", str(work.path))
+        code, output = cues("--session-file", str(work.path))
         local = datetime.now().astimezone().tzinfo
         assert (0, cues_of(work.path, tz=local).text + "\n") == (code, output)
 
     def test_json_is_the_cue_state(self, tmp_path: Path) -> None:
         """--json prints the cue state with camelCase fields and each line's class."""
         work = budget_session(tmp_path / "s.jsonl")
-        code, output = cues("--session", str(work.path), "--json", "--context-window", "32000")
+        code, output = cues("--session-file", str(work.path), "--json", "--context-window", "32000")
         data = json.loads(output)
         assert (0, 3, 6400) == (code, data["batch"], data["referenceTokens"])
         assert {
@@ -56,14 +56,29 @@ class TestCuesCommand:
         """A branch never compacted has no cues, and that is no error."""
         work = Work(tmp_path / "s.jsonl")
         work.run("npm test")
-        assert (0, "no cues: no compaction on this branch\n") == cues("--session", str(work.path))
-        code, output = cues("--session", str(work.path), "--json")
+        assert (0, "no cues: no compaction on this branch\n") == cues("--session-file", str(work.path))
+        code, output = cues("--session-file", str(work.path), "--json")
         assert (0, 0, [], "") == (code, *(json.loads(output)[k] for k in ("batch", "lines", "text")))
+
+    def test_old_session_spelling_still_works_unshown(self, tmp_path: Path) -> None:
+        """``--session`` (this release only) reads the same file; help and errors name only --session-file."""
+        work = budget_session(tmp_path / "s.jsonl")
+        assert cues("--session-file", str(work.path), "--json") == cues("--session", str(work.path), "--json")
+        shown = invoke("cues", "--help").stdout
+        code, missing = cues()
+        assert ("--session-file FILE", False) == (
+            shown[shown.index("--session") :].split("  ")[0],
+            "--session " in shown,
+        )
+        assert (2, "Missing option '--session-file'.") == (
+            code,
+            missing.strip().splitlines()[-1].removeprefix("Error: "),
+        )
 
     def test_leaf_picks_the_branch(self) -> None:
         """--leaf computes the cues of that entry's branch (here the compacted one of a real Pi file)."""
         path = FIXTURES / "real-v3" / "03-tour-kitchen-sink.jsonl"
-        code, output = cues("--session", str(path), "--leaf", "7d642dea", "--json")
+        code, output = cues("--session-file", str(path), "--leaf", "7d642dea", "--json")
         assert (0, 1) == (code, json.loads(output)["batch"])
 
     @pytest.mark.parametrize(
@@ -77,7 +92,7 @@ class TestCuesCommand:
         """An unknown leaf or a window of no tokens is a usage error (exit 2)."""
         work = Work(tmp_path / "s.jsonl")
         work.run("npm test")
-        code, output = cues("--session", str(work.path), *args)
+        code, output = cues("--session-file", str(work.path), *args)
         assert (2, True) == (code, message in output)
 
     def test_not_a_session(self, tmp_path: Path) -> None:
@@ -87,9 +102,9 @@ class TestCuesCommand:
             (tmp_path / "missing.jsonl", "no such file"),
             (tmp_path / "notes.jsonl", "not a Pi session (no session header)"),
         ):
-            code, output = cues("--session", str(path))
+            code, output = cues("--session-file", str(path))
             assert (2, f"pbot-watch: {path}: {says}\n") == (code, output)
-        code, output = cues("--session", str(tmp_path))
+        code, output = cues("--session-file", str(tmp_path))
         assert (2, True) == (code, output.rstrip().endswith("is a directory."))
 
     @pytest.mark.slow
@@ -100,7 +115,7 @@ class TestCuesCommand:
         if kind == "fifo":
             path = tmp_path / "s.jsonl"
             os.mkfifo(path)
-        done = run("cues", "--session", str(path), env=scratch_user(tmp_path), timeout=30)
+        done = run("cues", "--session-file", str(path), env=scratch_user(tmp_path), timeout=30)
         assert 2 == done.returncode, done.stderr
         assert done.stderr.startswith("pbot-watch: "), done.stderr
 

@@ -233,7 +233,7 @@ class TestCues:
         """The cue block of a compacted branch is exactly the text of `pbot-watch cues`."""
         path = tmp_path / "budget.jsonl"
         budget_session(path)
-        printed = invoke("cues", "--session", str(path), "--context-window", "32000")
+        printed = invoke("cues", "--session-file", str(path), "--context-window", "32000")
         assert 0 == printed.returncode, printed.stderr
         reply = child.ask("cues", {"sessionFile": str(path), "contextWindow": 32000})["result"]
         assert printed.stdout.rstrip("\n") == reply["block"]
@@ -246,7 +246,7 @@ class TestCues:
         config = isolated_home / "config" / "pbot-watch" / "config.toml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text("[cues]\nmax_tokens = 120\n")
-        printed = invoke("cues", "--session", str(path), "--json")
+        printed = invoke("cues", "--session-file", str(path), "--json")
         capped = json.loads(printed.stdout)
         assert (120, True) == (capped["maxTokens"], 0 < capped["tokens"] <= 120)
         with ServeChild() as running:
@@ -255,7 +255,7 @@ class TestCues:
         config.write_text("[cues]\nenabled = false\n")
         with ServeChild() as running:
             assert running.ask("cues", {"sessionFile": str(path)})["result"]["block"] is None
-        assert "disables them" in invoke("cues", "--session", str(path)).stdout
+        assert "disables them" in invoke("cues", "--session-file", str(path)).stdout
 
     def test_no_compaction_no_block(self, child: ServeChild, tmp_path: Path) -> None:
         """A branch that was never compacted has no block (null), batch 0."""
