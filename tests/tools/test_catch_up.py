@@ -50,7 +50,10 @@ class TestServiceView:
 
     def test_stopped_names_its_last_heartbeat(self, settings: Settings) -> None:
         """A stopped service: other sessions are as of its last heartbeat, in local time."""
-        beat = status(settings, running=False, age=600)
+        # Ten minutes ago, or less just after midnight: a heartbeat of yesterday names its date.
+        since_midnight = datetime.now().astimezone()
+        since_midnight -= since_midnight.replace(hour=0, minute=0, second=0, microsecond=0)
+        beat = status(settings, running=False, age=min(600, since_midnight.total_seconds() / 2))
         clock = datetime.fromtimestamp(beat).astimezone().strftime("%H:%M")
         assert (
             f"the pbot-watch service is not running: other sessions are as of {clock}"
