@@ -247,13 +247,20 @@ def size_tool_output(corpus: Corpus, target: float, turns_left: int) -> None:
 
 
 def generate(
-    out: Path, sessions: int, size_mb: float, workspaces: int, seed: int = 7, exchanges: int | None = None
+    out: Path,
+    sessions: int,
+    size_mb: float,
+    workspaces: int,
+    seed: int = 7,
+    exchanges: int | None = None,
+    spread: float = 0.7,
 ) -> tuple[Path, list[Path]]:
     """Write the corpus under ``out``; returns the sessions root and the workspace folders.
 
     With ``exchanges``, every session has that many exchanges (one per turn) and tool output
     is sized to fill the session's share of ``size_mb``; without it, sessions grow turn by
-    turn to their share with Pi-sized tool output (few, long exchanges).
+    turn to their share with Pi-sized tool output (few, long exchanges). Each share is the mean
+    share times a factor within ``1 +- spread`` (0: every session its exact share).
     """
     rng = random.Random(seed)
     root = out / "sessions"
@@ -270,7 +277,7 @@ def generate(
         if rng.random() < 0.5:
             corpus.entry("session_info", name=words(rng, 4))
         corpus.system()
-        target = left / (sessions - n) * rng.uniform(0.3, 1.7)
+        target = left / (sessions - n) * rng.uniform(1 - spread, 1 + spread)
         while True:
             if exchanges is not None:
                 size_tool_output(corpus, target, exchanges - len(corpus.answers))

@@ -1,0 +1,385 @@
+"""One person's marathon Pi session, hundreds of MB, kept live: what each part pays per append.
+
+Generates, per ``--size-mb`` (default 200 and 300), one session written as Pi writes a long
+one (``bench/index_throughput.py``'s generator: system prompt, thinking, thousands of tool calls
+with Pi-sized output, steering, ``/tree`` branches with summaries, labels, compactions), plus a
+small second session, then runs each part of ``--parts`` on it:
+
+* ``service``: ``pbot-watch run`` on both sessions. Turns appended to the big session as Pi
+  appends them (user, tool call, tool output, answer), each one timed from its last write to
+  its answer being in the session's record on disk: p50/p95 with the big session alone, then
+  alternating with appends to the small one (two sessions active, the big one over the
+  service's parsed-state budget), then the first append after a restart (a session the
+  service does not hold in memory). For each, the bytes the service parsed per append (its
+  status: records' reads plus raw memory's own) against the bytes appended; the service's
+  peak RSS (``VmHWM``) over everything.
+
+Targets (issue 21, 2-core machine): appends p95 < 1 s, parsing about the appended bytes,
+RSS < 300 MB. Run by hand::
+
+    .venv/bin/python bench/big_session.py                       # 200 and 300 MB, temp dirs
+    .venv/bin/python bench/big_session.py --size-mb 200 --out /tmp/big   # keep (reuse) the sessions
+    .venv/bin/python bench/big_session.py --size-mb 1 --appends 3 --json  # what the smoke test runs
+
+Figures are printed, never asserted: ``tests/service/test_bench_big_session.py`` runs it tiny.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+from first_run import load_average, parsed_bytes  # noqa: E402
+from index_throughput import Corpus, generate  # noqa: E402
+
+from pbot_watch.history.nodes import new_record_id  # noqa: E402
+from pbot_watch.sources import known_header  # noqa: E402
+from tests.support.service import ServiceProcess, wait_for  # noqa: E402
+
+SIZES_MB = (200.0, 300.0)
+SMALL_MB = 2.0
+APPENDS = 20
+PAUSE_S = 0.3
+"""Between two appends: Pi's turns are seconds apart, and the service's debounce passes."""
+RECORD_TIMEOUT_S = 120.0
+POLL_S = 0.003
+TOOL_LINES = 40
+"""Mean lines of tool output in an appended turn (about 2 KB): a turn as Pi appends it."""
+
+
+# ---- sessions --------------------------------------------------------------------------------------
+@dataclass
+class BenchSession:
+    """One generated session file: where it is, whose it is, where its record will be."""
+
+    path: Path
+    session_id: str
+    cwd: str
+
+    @classmethod
+    def make(cls, out: Path, size_mb: float, seed: int) -> BenchSession:
+        """The session under ``out``, generated unless already there (``--out`` keeps it)."""
+        root = out / "sessions"
+        if not root.is_dir():
+            generate(out, 1, size_mb, workspaces=1, seed=seed, spread=0.0)
+        (path,) = sorted(root.rglob("*.jsonl"))
+        header = known_header(path)
+        assert header is not None
+        assert header.workspace is not None
+        return cls(path, header.id, header.workspace)
+
+    def record(self, archive: Path) -> Path:
+        return archive / f"{new_record_id(self.session_id)}.json"
+
+    def shape(self) -> dict[str, Any]:
+        counts = {"entries": 0, "tool calls": 0, "compactions": 0}
+        with self.path.open("rb") as lines:
+            for line in lines:
+                counts["entries"] += 1
+                counts["tool calls"] += line.count(b'"role":"toolResult"')
+                counts["compactions"] += line.startswith(b'{"type":"compaction"')
+        return {"MB": round(self.path.stat().st_size / 1e6, 1), **counts}
+
+
+def append_turn(session: BenchSession, token: str, rng: random.Random) -> int:
+    """A turn appended as Pi appends one, each entry its own write, a child of the leaf; its bytes.
+
+    The question and the answer carry ``token``, the answer last: once the record holds it, the
+    whole turn is in.
+    """
+    with session.path.open("rb") as handle:
+        handle.seek(max(0, session.path.stat().st_size - (1 << 20)))
+        last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    turn = Corpus(rng, session.session_id, session.cwd, int(time.time() * 1000))
+    turn.lines.clear()
+    turn.leaf = json.loads(last).get("id")
+    turn.tool_lines = TOOL_LINES
+    turn.user(
+        f"where did {token} go? " + " ".join(rng.choice(("look", "in", "the", "logs")) for _ in range(20))
+    )
+    turn.assistant("let me look", tool=True)
+    turn.tool_result()
+    turn.assistant(
+        f"{token} is in the answer: " + " ".join(rng.choice(("it", "was", "found")) for _ in range(80))
+    )
+    written = 0
+    with session.path.open("ab") as out:
+        for line in turn.lines:
+            data = line.encode() + b"\n"
+            out.write(data)
+            out.flush()
+            written += len(data)
+    return written
+
+
+def until_in_record(record: Path, token: bytes, timeout: float = RECORD_TIMEOUT_S) -> float | None:
+    """Seconds until ``record`` holds ``token`` (read only when its stamp changes), ``None`` after ``timeout``."""
+    start = time.perf_counter()
+    seen: tuple[int, int] | None = None
+    while time.perf_counter() - start < timeout:
+        try:
+            st = record.stat()
+        except FileNotFoundError:
+            st = None
+        if st is not None and (st.st_mtime_ns, st.st_size) != seen:
+            seen = (st.st_mtime_ns, st.st_size)
+            try:
+                if token in record.read_bytes():
+                    return time.perf_counter() - start
+            except FileNotFoundError:
+                pass
+        time.sleep(POLL_S)
+    return None
+
+
+def percentiles(samples: list[float]) -> dict[str, float | None]:
+    if not samples:
+        return {"p50 s": None, "p95 s": None, "max s": None}
+    p95 = statistics.quantiles(samples, n=100, method="inclusive")[94] if len(samples) > 1 else samples[0]
+    return {
+        "p50 s": round(statistics.median(samples), 3),
+        "p95 s": round(p95, 3),
+        "max s": round(max(samples), 3),
+    }
+
+
+# ---- the service part ------------------------------------------------------------------------------
+class Service(ServiceProcess):
+    """``pbot-watch run`` on the bench's sessions, records in one archive folder, state of its own."""
+
+    def __init__(self, base: Path, roots: list[Path]) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PBOT_WATCH_")}
+        env.update(XDG_STATE_HOME=str(base / "state"), XDG_CONFIG_HOME=str(base / "config"))
+        super().__init__(
+            roots,
+            base / "archive",
+            *("--log-level", "warning", "--idle-seconds", "3600"),
+            state_dir=base / "state" / "pbot-watch",
+            log=base / "service.log",
+            env=env,
+        )
+
+    def peak_rss_mb(self) -> float:
+        for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if row.startswith("VmHWM:"):
+                return int(row.split()[1]) / 1024
+        return 0.0
+
+    def caught_up(self, timeout: float) -> None:
+        self.wait_status(
+            lambda s: s.activity == "idle" and s.catch_up is not None and s.catch_up.finished is not None,
+            "the service to catch up",
+            timeout,
+        )
+
+    def parsed(self, before: int | None) -> int | None:
+        """Bytes parsed since ``before``, once the status counts them (``None``: it never did)."""
+        if before is None:
+            return None
+        after = wait_for(
+            lambda: n if (n := parsed_bytes(self.state_dir)) is not None and n > before else None,
+            timeout=15,
+            what="the status to count the append",
+            details=self.log_tail,
+        )
+        return int(after) - before
+
+
+@dataclass
+class Appends:
+    """What a run of appends measured: seconds to the record, bytes appended and parsed."""
+
+    seconds: list[float]
+    appended: list[int]
+    parsed: list[int]
+    missing: int = 0
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "appends": len(self.appended),
+            **percentiles(self.seconds),
+            "missing": self.missing,
+            "appended bytes per append": round(statistics.median(self.appended)) if self.appended else None,
+            "parsed bytes per append p50": round(statistics.median(self.parsed)) if self.parsed else None,
+            "parsed bytes per append max": max(self.parsed) if self.parsed else None,
+        }
+
+
+def timed_appends(
+    service: Service,
+    big: BenchSession,
+    archive: Path,
+    count: int,
+    rng: random.Random,
+    before_each: Callable[[int], None] | None = None,
+) -> Appends:
+    """``count`` turns appended to ``big``, each timed to its record and counted in parsed bytes."""
+    out = Appends([], [], [])
+    for n in range(count):
+        if before_each is not None:
+            before_each(n)
+        time.sleep(PAUSE_S)
+        token = f"zqxbig{os.getpid()}n{n}r{rng.getrandbits(24)}"
+        before = parsed_bytes(service.state_dir)
+        out.appended.append(append_turn(big, token, rng))
+        took = until_in_record(big.record(archive), token.encode())
+        if took is None:
+            out.missing += 1
+            continue
+        out.seconds.append(took)
+        parsed = service.parsed(before)
+        if parsed is not None:
+            out.parsed.append(parsed)
+    return out
+
+
+def part_service(
+    base: Path, big: BenchSession, small: BenchSession, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Appends to the big session alone, beside a second active session, and after a restart."""
+    run = base / "service"
+    shutil.rmtree(run, ignore_errors=True)
+    archive = run / "archive"
+    rng = random.Random(11)
+    roots = [big.path.parent.parent, small.path.parent.parent]
+    restore = {p: p.stat().st_size for p in (big.path, small.path)}
+    figures: dict[str, Any] = {}
+    peak = 0.0
+    try:
+        service = Service(run, roots).start(wait=False)
+        try:
+            started = time.perf_counter()
+            service.caught_up(args.index_timeout)
+            figures["caught up s"] = round(time.perf_counter() - started, 1)
+            figures["record MB"] = round(big.record(archive).stat().st_size / 1e6, 1)
+            figures["alone"] = timed_appends(service, big, archive, args.appends, rng).figures()
+
+            def small_turn(n: int) -> None:
+                token = f"zqxsmall{os.getpid()}n{n}r{rng.getrandbits(24)}"
+                append_turn(small, token, rng)
+                until_in_record(small.record(archive), token.encode())
+
+            both = timed_appends(service, big, archive, args.appends, rng, small_turn)
+            figures["with a second active session"] = both.figures()
+            peak = max(peak, service.peak_rss_mb())
+        finally:
+            service.stop()
+        # Restarted: the big session is on disk only; its first append is what item 4 is about.
+        service = Service(run, roots).start(wait=False)
+        try:
+            service.caught_up(args.index_timeout)
+            first = timed_appends(service, big, archive, 1, rng)
+            figures["first append after a restart"] = first.figures()
+            peak = max(peak, service.peak_rss_mb())
+        finally:
+            service.stop()
+    finally:
+        for path, size in restore.items():
+            os.truncate(path, size)  # a kept session stays as it was generated
+    figures["peak RSS MB"] = round(peak)
+    return figures
+
+
+# ---- the parts, and one size ---------------------------------------------------------------------
+PARTS: dict[str, Callable[[Path, BenchSession, BenchSession, argparse.Namespace], dict[str, Any]]] = {
+    "service": part_service,
+}
+
+
+def measure(base: Path, size_mb: float, args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    big = BenchSession.make(base / f"big-{size_mb:g}mb", size_mb, seed=5)
+    small = BenchSession.make(base / "small", SMALL_MB, seed=6)
+    figures: dict[str, Any] = {
+        "session": {**big.shape(), "generated or found in s": round(time.perf_counter() - started, 1)},
+        "second session MB": small.shape()["MB"],
+    }
+    for part in args.parts:
+        figures[part] = {"load": load_average(), **PARTS[part](base, big, small, args)}
+    return figures
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    base = args.out or Path(tempfile.mkdtemp(prefix="pbot-big-session-"))
+    try:
+        results: dict[str, Any] = {"load": load_average()}
+        for size in args.size_mb:
+            results[f"{size:g} MB"] = measure(base, size, args)
+        results["targets"] = "appends p95 < 1 s, parsed bytes ~ the appended bytes, RSS < 300 MB"
+        results["load after"] = load_average()
+        return results
+    finally:
+        if args.out is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def parts(text: str) -> list[str]:
+    chosen = [p for p in text.split(",") if p]
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(PARTS)}")
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--size-mb",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=list(SIZES_MB),
+        help="sizes of the big session in MB, comma-separated (default 200,300)",
+    )
+    parser.add_argument(
+        "--parts",
+        type=parts,
+        default=list(PARTS),
+        help=f"parts to run, comma-separated (default {','.join(PARTS)})",
+    )
+    parser.add_argument(
+        "--appends", type=int, default=APPENDS, help=f"timed appends per phase (default {APPENDS})"
+    )
+    parser.add_argument(
+        "--index-timeout", type=float, default=900.0, help="seconds allowed for the first index of a session"
+    )
+    parser.add_argument("--out", type=Path, help="keep the generated sessions here (reused when present)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    figures = run(args)
+    if args.json:
+        print(json.dumps(figures, ensure_ascii=False, indent=2))
+        return
+    for name, value in figures.items():
+        if not isinstance(value, dict):
+            print(f"{name}: {value}")
+            continue
+        print(name)
+        for key, inner in value.items():
+            if isinstance(inner, dict):
+                print(f"  {key}:")
+                for k, v in inner.items():
+                    text = ", ".join(f"{a} {b}" for a, b in v.items()) if isinstance(v, dict) else v
+                    print(f"    {k}: {text}")
+            else:
+                print(f"  {key}: {inner}")
+
+
+if __name__ == "__main__":
+    main()
