@@ -35,12 +35,15 @@ class SessionTree:
     _tips: dict[str, ExchangeBuilder | None] = field(default_factory=dict)
 
     def add(self, entry: dict[str, Any], links: int = 0) -> None:
-        step = step_of(entry, links)
+        self.add_step(step_of(entry, links))
+
+    def add_step(self, step: Step) -> None:
+        """``add`` for an entry already reduced to its ``Step`` (a resumed state replays them)."""
         self.steps.append(step)
         self.leaf = step.id
-        if links & PARENT_NULL:
+        if step.links & PARENT_NULL:
             self.parent_null = True
-        elif links & PARENT_MISSING:
+        elif step.links & PARENT_MISSING:
             self.parent_missing = True
         if step.is_info:
             # getSessionName(): the latest session_info in file order; an empty name clears it.

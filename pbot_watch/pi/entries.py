@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -116,22 +116,36 @@ class SessionReader:
         self._previous_id: str | None = None
 
     @classmethod
-    def resume(cls, header: SessionHeader, offset: int, entries: int) -> SessionReader:
+    def resume(
+        cls, header: SessionHeader, offset: int, entries: int, v1_headers: Sequence[int] | None = None
+    ) -> SessionReader:
         """A reader that goes on where another stopped: at ``offset`` (just past a complete line),
         after ``entries`` entries of the session with this ``header``.
 
         That is all the state a reader carries from line to line (v1 files number their entries
         and chain each to the previous one), so the entries after ``offset`` come out exactly as
-        from a reader that read the file from its start.
+        from a reader that read the file from its start. ``v1_headers`` is the other reader's
+        ``v1_headers``; without it, extra header lines before ``offset`` (concatenated v1 files)
+        are taken as none.
         """
         reader = cls()
         reader.lines = LineSplitter(offset)
         reader._start(header)
         reader._ordinal = entries
+        reader._v1_headers = list(v1_headers or ())
         if reader._v1 and entries:
             reader._previous_id = v1_entry_id(header.id, entries - 1)
-            # Extra header lines before ``offset`` (concatenated files) are not known: taken as none.
         return reader
+
+    @property
+    def entries(self) -> int:
+        """Entries read so far (``resume`` goes on after them)."""
+        return self._ordinal
+
+    @property
+    def v1_headers(self) -> tuple[int, ...]:
+        """Extra header lines of a v1 file so far, as ``resume`` takes them."""
+        return tuple(self._v1_headers)
 
     @property
     def consumed(self) -> int:

@@ -9,8 +9,11 @@ service adds three things around it:
 * **no work for what did not change**: a file not in memory is compared with its saved cursor
   (stat and two fingerprints) before anything is parsed; at start most files stop there;
 * **bounded memory**: at most ``max_sessions_in_memory`` parsed files (and ``MEMORY_BUDGET_BYTES``
-  of their bytes) stay in the indexer, least recently appended first out. An evicted file that
-  grows again is re-read from 0; ``bytes_parsed`` in status makes that visible.
+  of their bytes) stay in the indexer, least recently appended first out. Every saved cursor
+  also extends the file's resumable form on disk (``service/resume_store.py``), so a dropped
+  file that grows again resumes at its saved cursor and parses only the new bytes; only a file
+  without a usable log (a rewrite, a first start after an upgrade) is read from 0.
+  ``bytes_parsed`` in status shows which.
 
 A session id spread over several files (an ``/import`` copy) gets one record built from all of
 them, so before saving such a session every file of it is brought into memory.
@@ -29,12 +32,13 @@ import structlog
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.history.nodes import SessionHistory
-from pbot_watch.indexer import EntriesRead, Indexer, SyncResult
+from pbot_watch.indexer import EntriesRead, Indexer, SyncResult, Tracked
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.hooks import RecordListener
+from pbot_watch.service.resume_store import RESUME_FOLDER, ResumeStore
 from pbot_watch.service.state import FileState, StateStore
-from pbot_watch.sources import SessionTail
+from pbot_watch.sources import SessionTail, WholeDigest
 
 # Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
 # CJK, stored as 2-byte str) of a file's bytes. 32 MB of session files in memory is at most
@@ -50,6 +54,9 @@ log = structlog.get_logger("pbot_watch.service")
 
 # How often at most the freed heap is handed back to the system (see ``release_free_memory``).
 RELEASE_SECONDS = 1.0
+# Running whole-file fingerprints kept for dropped files (a few hundred bytes each), so that a
+# resumed file's next cursor hashes only the new bytes, not the whole file again.
+KEPT_DIGESTS = 4096
 
 
 @dataclass
@@ -152,6 +159,8 @@ class Tailer:
         self.working_on: str | None = None
         self.counters = Counters()
         self._released = 0.0
+        self.resume = ResumeStore(state.path.parent / RESUME_FOLDER)
+        self._digests: OrderedDict[Path, WholeDigest] = OrderedDict()
 
     # ---- what status shows -----------------------------------------------------------
     @property
@@ -328,6 +337,8 @@ class Tailer:
     def _read(self, path: Path, report: BatchReport, budget: int | None = None) -> SyncResult | None:
         self.working_on = f"reading {path}"
         try:
+            if path not in self.indexer.files:
+                self._resume(path)
             result = self.indexer.read(path, budget)
         except OSError as error:
             report.failed[path] = f"cannot read {path}: {error}"
@@ -365,8 +376,31 @@ class Tailer:
                 loaded.append(path)
         return loaded
 
+    def _resume(self, path: Path) -> None:
+        """Bring ``path``'s state back from its log at the saved cursor, when the log reaches it.
+
+        The indexer then plans from that cursor as for a file it never dropped: an append reads
+        the new bytes only, anything else (a rewrite, a replaced file) reads from 0 as always.
+        """
+        known = self.known.get(path)
+        if known is None or known.session_id is None:
+            return
+        state = self.resume.load(path, known.cursor)
+        if state is None:
+            return
+        whole = self._digests.pop(path, None)
+        if whole is None or whole.upto != known.cursor.offset:
+            whole = WholeDigest()  # the next cursor hashes the file once (read, not parsed)
+        self.indexer.files[path] = Tracked(state, known.cursor, known.session_id, known.workspace, whole)
+
     def _drop(self, path: Path) -> None:
-        """Forget ``path``'s parsed state (not its cursor): the next attempt re-reads it from 0."""
+        """Forget ``path``'s parsed state (not its cursor): the next attempt resumes it from its log."""
+        tracked = self.indexer.files.get(path)
+        if tracked is not None and tracked.cursor is not None and tracked.whole.upto == tracked.cursor.offset:
+            self._digests[path] = tracked.whole
+            self._digests.move_to_end(path)
+            while len(self._digests) > KEPT_DIGESTS:
+                self._digests.popitem(last=False)
         self.indexer.forget(path)
         self._recent.pop(path, None)
         self._partial.pop(path, None)
@@ -392,6 +426,8 @@ class Tailer:
             tracked = self.indexer.files.get(path)
             if tracked is None or tracked.cursor is None:
                 continue
+            if tracked.state.is_session:
+                self.resume.save(path, tracked.state, tracked.cursor)
             state = FileState(path, tracked.cursor, tracked.session_id, tracked.workspace, path in skipped)
             if self.known.get(path) == state:
                 continue
@@ -422,6 +458,8 @@ class Tailer:
         self.state.forget(paths)
         for path in paths:
             self._drop(path)
+            self._digests.pop(path, None)
+            self.resume.forget(path)
             known = self.known.pop(path, None)
             if known is not None and known.session_id is not None:
                 files = self._by_session.get(known.session_id)
