@@ -34,12 +34,11 @@ from pbot_watch.search.models import (
     MemorySection,
     RecallPage,
 )
+from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens
 from pbot_watch.sqlite import transaction
 
-MEMORY_PAGE = 20
-MAX_MEMORY_PAGE = 50
 SNIPPET_CONTEXT = 2
 """Lines shown before and after a hit line (within its section)."""
 SNIPPET_LINE_CHARS = 300

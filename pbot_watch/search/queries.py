@@ -49,6 +49,13 @@ from pbot_watch.search.models import (
     SearchMatch,
     SearchResult,
 )
+from pbot_watch.search.pages import (
+    CHILDREN_PAGE,
+    DEFAULT_READ_LIMIT,
+    DEFAULT_SEARCH_LIMIT,
+    MAX_READ_LIMIT,
+    MAX_SEARCH_LIMIT,
+)
 from pbot_watch.search.pools import node_counts
 from pbot_watch.search.ranking import DEFAULT_RANKING, Ranking, drop_time_words, rank
 from pbot_watch.search.session_ids import full_session_id
@@ -56,11 +63,6 @@ from pbot_watch.search.terms import query_terms
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk
 from pbot_watch.search.when import time_intent
 
-DEFAULT_SEARCH_LIMIT = 20
-MAX_SEARCH_LIMIT = 50
-DEFAULT_READ_LIMIT = 12_000
-MAX_READ_LIMIT = 24_000
-CHILDREN_PAGE = 20
 SNIPPET_BEFORE = 80
 SNIPPET_LENGTH = 400
 PREVIEW_LENGTH = 100

@@ -26,12 +26,14 @@ import psycopg
 from pbot_watch.history.jstext import js_trim, utf16_len
 from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
 from pbot_watch.search.models import MatchMode, NodePage, NodeSource, SearchMatch, SearchResult
-from pbot_watch.search.queries import (
+from pbot_watch.search.pages import (
     CHILDREN_PAGE,
     DEFAULT_READ_LIMIT,
     DEFAULT_SEARCH_LIMIT,
     MAX_READ_LIMIT,
     MAX_SEARCH_LIMIT,
+)
+from pbot_watch.search.queries import (
     MIN_TRIGRAM_CHARS,
     page_text,
     preview,
