@@ -1,34 +1,22 @@
 """What every tool is made of: its argument model, its spec, and what it runs under.
 
-Why a pydantic model per tool and not a Python signature: pbot and pi-echo name parameters
-``from`` and ``in`` (Python keywords), the schemas must forbid unknown keys, and a model that
-passes a bad argument needs to be told in one sentence what to change. The model is the one
-source of the JSON Schema and of validation.
+The argument models live in ``arguments.py`` (the one declaration of each query's parameters);
+the model is the one source of the JSON Schema, of validation and of the command line's options.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
 
-from pbot_watch.config import Settings
-from pbot_watch.memory.query import MemoryScope
+from pbot_watch.tools.arguments import ToolArguments
 
-
-class ToolArguments(BaseModel):
-    """Tool arguments: unknown keys are errors (a misspelt ``qurey`` must not silently list sessions).
-
-    Fields are snake_case in Python and camelCase for the model (``session_id`` is ``sessionId``),
-    as pbot and pi-echo name them; ``from`` and ``in`` are Python keywords and carry their alias.
-    Only those published names are accepted: ``session_id`` or ``from_`` is an unknown argument,
-    as the schema (``additionalProperties: false``) says.
-    """
-
-    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+if TYPE_CHECKING:
+    from pbot_watch.config import Settings
+    from pbot_watch.memory.query import MemoryScope
 
 
 @dataclass(frozen=True)

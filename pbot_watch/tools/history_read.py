@@ -2,56 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from pbot_watch.history.jstext import utf16_len
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import NodeBrief, NodePage
 from pbot_watch.search.queries import read_node
-from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
+from pbot_watch.tools.arguments import HistoryReadArgs
+from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import HISTORY_NOTE, flat, kind_label, span
 
-
-class HistoryReadArgs(ToolArguments):
-    id: str = Field(
-        description="Node id from history_search (matches[].id) or from another read's parents/children."
-    )
-    offset: int = Field(
-        0, ge=0, description="Text offset in UTF-16 units: pass the previous result's nextOffset."
-    )
-    limit: int = Field(
-        12000, ge=1, le=24000, description="Text length in UTF-16 units, 1-24000 (default 12000)."
-    )
-    children_offset: int = Field(
-        0,
-        ge=0,
-        description="First child to list (20 per page): pass the previous result's nextChildrenOffset.",
-    )
-    scope: Literal["local", "team"] = Field(
-        "local", description="local (default): this machine's history; team: a node from a team search."
-    )
+if TYPE_CHECKING:
+    from pbot_watch.config import Settings
 
 
 def run(args: HistoryReadArgs, context: ToolContext) -> NodePage:
     if args.scope == "team":
-        from pbot_watch.team.ask import read_team  # noqa: PLC0415 - the driver only for the team
+        return ask_team(args, context.settings)
+    return run_query(context.settings, lambda query: answer(args, query), history=True)
 
-        return read_team(
-            context.settings,
-            args.id,
-            offset=args.offset,
-            limit=args.limit,
-            children_offset=args.children_offset,
-        )
 
-    def answer(query: QueryContext) -> NodePage:
-        return read_node(
-            query.index, args.id, offset=args.offset, limit=args.limit, children_offset=args.children_offset
-        )
+def answer(args: HistoryReadArgs, query: QueryContext) -> NodePage:
+    """The read from this machine's index: the one call of the query, for the tool and the CLI."""
+    return read_node(
+        query.index, args.id, offset=args.offset, limit=args.limit, children_offset=args.children_offset
+    )
 
-    return run_query(context.settings, answer, history=True)
+
+def ask_team(args: HistoryReadArgs, settings: Settings) -> NodePage:
+    """The same read from the team's index (``scope: "team"``, ``read --team``)."""
+    from pbot_watch.team.ask import read_team  # noqa: PLC0415 - the driver only for the team
+
+    return read_team(
+        settings, args.id, offset=args.offset, limit=args.limit, children_offset=args.children_offset
+    )
 
 
 def _brief_line(brief: NodeBrief) -> str:

@@ -2,82 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from pbot_watch.display import plural
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import SearchResult
 from pbot_watch.search.queries import search_history
-from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
+from pbot_watch.tools.arguments import HistorySearchArgs
+from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import HISTORY_NOTE, TEXT_SNIPPET_CHARS, flat, kind_label, span
 
-
-class HistorySearchArgs(ToolArguments):
-    query: str | None = Field(
-        None,
-        description="Text to find, case-insensitively, as one continuous piece (literal) or as words "
-        "(terms). Omit to list sessions, newest first.",
-    )
-    match: Literal["literal", "terms"] = Field(
-        "literal",
-        description="literal (default): the query must appear as is; terms: rank by the query's words "
-        "(BM25), for when you remember some words but not the phrase.",
-    )
-    session_id: str | None = Field(None, description="Only this Pi session id.")
-    workspace: str | None = Field(
-        None, description="Only sessions of this workspace (the absolute project folder Pi ran in)."
-    )
-    from_: str | None = Field(
-        None,
-        alias="from",
-        description="Lower bound, ISO date or time (e.g. 2026-11-29 or 2026-11-29T14:30:00Z): nodes that "
-        "end at or after it.",
-    )
-    to: str | None = Field(
-        None, description="Upper bound, ISO date or time: nodes that start at or before it."
-    )
-    offset: int = Field(0, ge=0, description="Skip this many matches: pass the previous result's nextOffset.")
-    limit: int = Field(20, ge=1, le=50, description="Matches per page, 1-50 (default 20).")
-    scope: Literal["local", "team"] = Field(
-        "local",
-        description="local (default): this machine's history; team: the team's shared index, each match "
-        "labelled with the machine, user and workspace it came from (when the team index is set up).",
-    )
+if TYPE_CHECKING:
+    from pbot_watch.config import Settings
 
 
 def run(args: HistorySearchArgs, context: ToolContext) -> SearchResult:
     if args.scope == "team":
-        from pbot_watch.team.ask import search_team  # noqa: PLC0415 - the driver only for the team
+        return ask_team(args, context.settings)
+    return run_query(context.settings, lambda query: answer(args, query), history=True)
 
-        return search_team(
-            context.settings,
-            args.query or "",
-            args.match,
-            session_id=args.session_id,
-            workspace=args.workspace,
-            from_=args.from_,
-            to=args.to,
-            offset=args.offset,
-            limit=args.limit,
-        )
 
-    def answer(query: QueryContext) -> SearchResult:
-        return search_history(
-            query.index,
-            query=args.query or "",
-            match=args.match,
-            session_id=args.session_id,
-            workspace=args.workspace,
-            from_=args.from_,
-            to=args.to,
-            offset=args.offset,
-            limit=args.limit,
-            folders=query.folder_paths,
-        )
+def answer(args: HistorySearchArgs, query: QueryContext) -> SearchResult:
+    """The search over this machine's index: the one call of the query, for the tool and the CLI."""
+    return search_history(
+        query.index,
+        query=args.query or "",
+        match=args.match,
+        session_id=args.session_id,
+        workspace=args.workspace,
+        from_=args.from_,
+        to=args.to,
+        offset=args.offset,
+        limit=args.limit,
+        folders=query.folder_paths,
+    )
 
-    return run_query(context.settings, answer, history=True)
+
+def ask_team(args: HistorySearchArgs, settings: Settings) -> SearchResult:
+    """The same search over the team's index (``scope: "team"``, ``search --team``)."""
+    from pbot_watch.team.ask import search_team  # noqa: PLC0415 - the driver only for the team
+
+    return search_team(
+        settings,
+        args.query or "",
+        args.match,
+        session_id=args.session_id,
+        workspace=args.workspace,
+        from_=args.from_,
+        to=args.to,
+        offset=args.offset,
+        limit=args.limit,
+    )
 
 
 def render(result: SearchResult, args: HistorySearchArgs) -> str:

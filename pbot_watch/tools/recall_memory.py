@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from pbot_watch.memory.query import recall
+from pbot_watch.memory.query import MemoryScope, recall
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import RecallPage
-from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
+from pbot_watch.tools.arguments import RecallMemoryArgs
+from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, numbered
 
 
-class RecallMemoryArgs(ToolArguments):
-    handle: str = Field(
-        description="A handle from search_memory (hits[].handle) or from a memory cue line (#id)."
-    )
-    from_: int = Field(
-        1,
-        alias="from",
-        ge=1,
-        description="First line to return (1-based; default 1): pass the previous nextLine.",
-    )
-
-
 def run(args: RecallMemoryArgs, context: ToolContext) -> RecallPage:
-    def answer(query: QueryContext) -> RecallPage:
-        return recall(query.index, args.handle, args.from_, pinned=context.scope)
+    return run_query(
+        context.settings, lambda query: answer(args, query, context.scope), memory=True, scope=context.scope
+    )
 
-    return run_query(context.settings, answer, memory=True, scope=context.scope)
+
+def answer(args: RecallMemoryArgs, query: QueryContext, pinned: MemoryScope | None = None) -> RecallPage:
+    """The recall: the one call of the query, for the tool (pinned to its session) and the CLI."""
+    return recall(query.index, args.handle, args.from_, pinned=pinned)
 
 
 def render(page: RecallPage, _args: RecallMemoryArgs) -> str:

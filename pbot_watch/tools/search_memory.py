@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
 from pbot_watch.display import plural
-from pbot_watch.memory.query import search_memory
+from pbot_watch.memory.query import MemoryScope, search_memory
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import MemorySearchResult
-from pbot_watch.tools.base import Tool, ToolArguments, ToolContext
+from pbot_watch.tools.arguments import SearchMemoryArgs
+from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, TEXT_LINE_CHARS, numbered
 
 SCOPE_SHOWN = 5
@@ -21,47 +18,27 @@ CONTEXT_NOTE = (
 )
 
 
-class SearchMemoryArgs(ToolArguments):
-    query: str | None = Field(
-        None,
-        description="Text to find. literal: case-insensitive substring of one line, characters such as "
-        ".* match themselves; terms: words ranked by BM25. Omit (and omit in) to list sources, newest first.",
-    )
-    match: Literal["literal", "terms"] = Field("literal", description="literal (default) or terms.")
-    in_: str | None = Field(
-        None,
-        alias="in",
-        description="A handle from an earlier result: search only inside that source; every hit line is returned.",
-    )
-    session_id: str | None = Field(None, description="Only this Pi session id.")
-    leaf: str | None = Field(
-        None,
-        description="An entry id: search the branch from this entry to the root instead of each session's "
-        "current branch (with sessionId when ids repeat across sessions).",
-    )
-    after: str | None = Field(
-        None,
-        description="The previous result's nextCursor, to get the next page; keep query, match, in, "
-        "sessionId and leaf unchanged.",
-    )
-    limit: int = Field(20, ge=1, le=50, description="Hits per page, 1-50 (default 20).")
-
-
 def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
-    def answer(query: QueryContext) -> MemorySearchResult:
-        return search_memory(
-            query.index,
-            query=args.query or "",
-            match=args.match,
-            in_=args.in_,
-            session_id=args.session_id,
-            leaf=args.leaf,
-            after=args.after,
-            limit=args.limit,
-            pinned=context.scope,
-        )
+    return run_query(
+        context.settings, lambda query: answer(args, query, context.scope), memory=True, scope=context.scope
+    )
 
-    return run_query(context.settings, answer, memory=True, scope=context.scope)
+
+def answer(
+    args: SearchMemoryArgs, query: QueryContext, pinned: MemoryScope | None = None
+) -> MemorySearchResult:
+    """The search: the one call of the query, for the tool (pinned to its session) and the CLI."""
+    return search_memory(
+        query.index,
+        query=args.query or "",
+        match=args.match,
+        in_=args.in_,
+        session_id=args.session_id,
+        leaf=args.leaf,
+        after=args.after,
+        limit=args.limit,
+        pinned=pinned,
+    )
 
 
 def render(result: MemorySearchResult, args: SearchMemoryArgs) -> str:
