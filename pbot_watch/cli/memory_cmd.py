@@ -9,8 +9,9 @@ import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
-from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
-from pbot_watch.search.models import MatchMode, MemorySearchResult, RecallPage
+from pbot_watch.cli.options import archive_options, json_option, query_options
+from pbot_watch.search.models import MemorySearchResult, RecallPage
+from pbot_watch.tools.arguments import RecallMemoryArgs, SearchMemoryArgs
 
 if TYPE_CHECKING:
     from pbot_watch.query import QueryContext  # keep --help fast
@@ -22,69 +23,35 @@ def memory_group() -> None:
 
 
 @memory_group.command("search")
-@click.argument("query", required=False, default="")
-@match_option("literal: case-insensitive substring per line; terms: words ranked by BM25.")
-@click.option("--in", "in_", metavar="HANDLE", help="Search only inside this source (every hit line).")
-@session_option
-@click.option(
-    "--leaf", metavar="ENTRY", help="Scope: the path from this entry to the root (default: the current leaf)."
-)
-@click.option("--after", metavar="CURSOR", help="Continue a previous search (same query and options).")
-@limit_option
+@query_options(SearchMemoryArgs)
 @json_option("result")
 @archive_options
 def memory_search_command(
-    query: str,
-    match: MatchMode,
-    in_: str | None,
-    session_id: str | None,
-    leaf: str | None,
-    after: str | None,
-    limit: int,
-    as_json: bool,
-    sessions: tuple[Path, ...],
-    archive: Path | None,
+    args: SearchMemoryArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
 ) -> None:
     """Search raw session memory along the current branch; without QUERY, list sources."""
-    from pbot_watch.memory.query import search_memory  # noqa: PLC0415
+    from pbot_watch.tools import search_memory  # noqa: PLC0415
 
     def answer(context: QueryContext) -> MemorySearchResult:
         for warning in context.skipped_files:  # a name that is not UTF-8
             click.echo(f"warning: {warning}", err=True)
-        return search_memory(
-            context.index,
-            query=query,
-            match=match,
-            in_=in_,
-            session_id=session_id,
-            leaf=leaf,
-            after=after,
-            limit=limit,
-        )
+        return search_memory.answer(args, context)
 
     emit(answering(sessions, archive, answer, memory=True), as_json, render_search)
 
 
 @main.command("recall")
-@click.argument("handle")
-@click.option(
-    "--from",
-    "from_line",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="First line (1-based).",
-)
+@query_options(RecallMemoryArgs)
 @json_option("page")
 @archive_options
 def recall_command(
-    handle: str, from_line: int, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
+    args: RecallMemoryArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
 ) -> None:
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
-    from pbot_watch.memory.query import recall  # noqa: PLC0415
+    from pbot_watch.tools import recall_memory  # noqa: PLC0415
 
     def answer(context: QueryContext) -> RecallPage:
-        return recall(context.index, handle, from_line)
+        return recall_memory.answer(args, context)
 
     emit(answering(sessions, archive, answer, memory=True), as_json, render_recall)
 

@@ -5,65 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
-from pbot_watch.cli.options import archive_options, json_option
+from pbot_watch.cli.options import archive_options, json_option, query_options
 from pbot_watch.cli.team_answer import team_errors, team_option
 from pbot_watch.search.models import NodeBrief, NodePage
+from pbot_watch.tools.arguments import HistoryReadArgs
 
 if TYPE_CHECKING:
     from pbot_watch.query import QueryContext  # keep --help fast
 
 
 @main.command("read")
-@click.argument("node_id")
-@click.option(
-    "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Text offset (UTF-16 units)."
-)
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 24000),
-    default=12000,
-    show_default=True,
-    help="Text length (UTF-16 units).",
-)
-@click.option(
-    "--children-offset",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="First child to list (20 per page).",
-)
+@query_options(HistoryReadArgs)
 @json_option("page")
 @archive_options
 @team_option
 def read_command(
-    node_id: str,
-    offset: int,
-    limit: int,
-    children_offset: int,
-    as_json: bool,
-    sessions: tuple[Path, ...],
-    archive: Path | None,
-    team: bool,
+    args: HistoryReadArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None, team: bool
 ) -> None:
     """Read NODE_ID (from search or from another node's parents/children)."""
+    from pbot_watch.tools import history_read  # noqa: PLC0415 - keep --help fast
+
     if team:
         from pbot_watch.config import load_settings  # noqa: PLC0415 - keep --help fast
-        from pbot_watch.team.ask import read_team  # noqa: PLC0415
 
         with team_errors():
-            page = read_team(
-                load_settings(), node_id, offset=offset, limit=limit, children_offset=children_offset
-            )
+            page = history_read.ask_team(args, load_settings())
         emit(page, as_json, render)
         return
-    from pbot_watch.search.queries import read_node  # noqa: PLC0415
 
     def answer(context: QueryContext) -> NodePage:
-        page = read_node(context.index, node_id, offset=offset, limit=limit, children_offset=children_offset)
+        page = history_read.answer(args, context)
         page.warnings = context.warnings
         return page
 

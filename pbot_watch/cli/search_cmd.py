@@ -5,78 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
-from pbot_watch.cli.options import archive_options, json_option, limit_option, match_option, session_option
+from pbot_watch.cli.options import archive_options, json_option, query_options
 from pbot_watch.cli.team_answer import team_errors, team_option
-from pbot_watch.search.models import MatchMode, SearchResult
+from pbot_watch.search.models import SearchResult
+from pbot_watch.tools.arguments import HistorySearchArgs
 
 if TYPE_CHECKING:
     from pbot_watch.query import QueryContext  # keep --help fast
 
 
 @main.command("search")
-@click.argument("query", required=False, default="")
-@match_option("literal: case-insensitive substring (pbot's search); terms: words ranked by BM25.")
-@click.option("--workspace", type=click.Path(path_type=Path), help="Only records of this workspace.")
-@session_option
-@click.option("--from", "from_", metavar="ISO", help="Only nodes ending at or after this date/time.")
-@click.option("--to", metavar="ISO", help="Only nodes starting at or before this date/time.")
-@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
-@limit_option
+@query_options(HistorySearchArgs)
 @json_option("result")
 @archive_options
 @team_option
 def search_command(
-    query: str,
-    match: MatchMode,
-    workspace: Path | None,
-    session_id: str | None,
-    from_: str | None,
-    to: str | None,
-    offset: int,
-    limit: int,
-    as_json: bool,
-    sessions: tuple[Path, ...],
-    archive: Path | None,
-    team: bool,
+    args: HistorySearchArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None, team: bool
 ) -> None:
     """Search exchanges and summaries; without QUERY, list sessions (newest first)."""
+    from pbot_watch.tools import history_search  # noqa: PLC0415 - keep --help fast
+
     if team:
         from pbot_watch.config import load_settings  # noqa: PLC0415 - keep --help fast
-        from pbot_watch.team.ask import search_team  # noqa: PLC0415
 
         with team_errors():
-            found = search_team(
-                load_settings(),
-                query,
-                match,
-                session_id=session_id,
-                workspace=workspace,
-                from_=from_,
-                to=to,
-                offset=offset,
-                limit=limit,
-            )
+            found = history_search.ask_team(args, load_settings())
         emit(found, as_json, render)
         return
-    from pbot_watch.search.queries import search_history  # noqa: PLC0415 - keep --help fast
 
     def answer(context: QueryContext) -> SearchResult:
-        result = search_history(
-            context.index,
-            query=query,
-            match=match,
-            session_id=session_id,
-            workspace=workspace,
-            from_=from_,
-            to=to,
-            offset=offset,
-            limit=limit,
-            folders=context.folder_paths,
-        )
+        result = history_search.answer(args, context)
         result.warnings = context.warnings
         return result
 

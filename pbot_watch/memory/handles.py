@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pbot_watch.pi.jsonline import loads_json
-from pbot_watch.search.errors import BadCursor, UnknownHandle
+from pbot_watch.search.errors import Argument, BadCursor, UnknownHandle
 
 HANDLE_PREFIX = "m1"
 SHORT_MARK = "#"
@@ -129,5 +129,12 @@ def parse_cursor(cursor: str, key: str) -> tuple[int, int]:
     except (ValueError, TypeError, KeyError, UnicodeError):
         raise BadCursor("it is not a cursor from memory search") from None
     if value.get("k") != key:
-        raise BadCursor("it belongs to a different query, match, --in, --session or --leaf")
+        raise BadCursor(
+            "it belongs to a different query, match, ",
+            Argument("in"),
+            ", ",
+            Argument("sessionId"),
+            " or ",
+            Argument("leaf"),
+        )
     return offset, snapshot

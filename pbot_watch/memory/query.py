@@ -24,7 +24,7 @@ from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, pars
 from pbot_watch.memory.index import ensure_memory_tables, source_lines
 from pbot_watch.memory.texts import indexed_lines, literal_match, unpack
 from pbot_watch.pi.entries import v1_entry_id
-from pbot_watch.search.errors import BadRange, NotReady, QueryError, UnknownHandle
+from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.models import (
     MatchMode,
@@ -460,7 +460,9 @@ def search_memory(
     ``pinned``: the caller's scope (see ``MemoryScope``), which the other arguments only narrow.
     """
     if not 1 <= limit <= MAX_MEMORY_PAGE:
-        raise QueryError(f"memory search limit must be between 1 and {MAX_MEMORY_PAGE} (got {limit})")
+        raise QueryError(
+            "memory search ", Argument("limit"), f" must be between 1 and {MAX_MEMORY_PAGE} (got {limit})"
+        )
     ensure_memory_tables(index)
     key = cursor_key(query, match, in_, session_id, leaf, pinned.key() if pinned else ())
     conn = index.conn

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pbot_watch.errors import CallerError, NotFound, Unavailable
 
 
+@dataclass(frozen=True)
+class Argument:
+    """An argument a message names, by its published name (``after``, ``sessionId``, ``limit``).
+
+    The tools show that name as it is; the command line shows the argument's flag
+    (``pbot_watch.cli.options``, the one place that knows both), so no message is reworded.
+    """
+
+    name: str
+
+
 class QueryError(CallerError):
-    """A query the caller must correct; the message says how."""
+    """A query the caller must correct; the message says how, naming arguments as ``Argument``."""
+
+    def __init__(self, *parts: str | Argument) -> None:
+        self.parts = parts
+        super().__init__(self.naming(lambda name: name))
+
+    def naming(self, spell: Callable[[str], str]) -> str:
+        """The message with each argument it names spelt by ``spell``."""
+        return "".join(part if isinstance(part, str) else spell(part.name) for part in self.parts)
 
 
 class UnknownNode(QueryError, NotFound):
@@ -32,8 +54,8 @@ class BadRange(QueryError):
 class BadCursor(QueryError):
     """A paging cursor that is malformed, or was made for another query or scope."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"invalid cursor: {reason}; repeat the search without --after")
+    def __init__(self, *reason: str | Argument) -> None:
+        super().__init__("invalid cursor: ", *reason, "; repeat the search without ", Argument("after"))
 
 
 class NotReady(Unavailable):

@@ -39,7 +39,7 @@ from pbot_watch.history.jstext import (
 )
 from pbot_watch.pi.untrusted import has_lone_surrogate
 from pbot_watch.search.dates import parse_ms
-from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
+from pbot_watch.search.errors import Argument, BadRange, QueryError, UnknownNode
 from pbot_watch.search.index import SearchIndex, capped_snippet, text_head, text_holds
 from pbot_watch.search.models import (
     MatchMode,
@@ -145,9 +145,9 @@ def _brief(row: Sequence[Any]) -> dict[str, Any]:
 
 def _check_page(offset: int, limit: int, maximum: int, what: str) -> None:
     if offset < 0:
-        raise QueryError(f"offset must be 0 or more (got {offset})")
+        raise QueryError(Argument("offset"), f" must be 0 or more (got {offset})")
     if not 1 <= limit <= maximum:
-        raise QueryError(f"{what} limit must be between 1 and {maximum} (got {limit})")
+        raise QueryError(f"{what} ", Argument("limit"), f" must be between 1 and {maximum} (got {limit})")
 
 
 def time_range(from_: str | None, to: str | None) -> tuple[float, float]:
@@ -663,7 +663,7 @@ def read_node(
     """A page of one node's text with its parents and a page of its children."""
     _check_page(offset, limit, MAX_READ_LIMIT, "read")
     if children_offset < 0:
-        raise QueryError(f"children offset must be 0 or more (got {children_offset})")
+        raise QueryError(Argument("childrenOffset"), f" must be 0 or more (got {children_offset})")
     row = _node_row(index, node_id)
     text = _exact_text(row)
     try:

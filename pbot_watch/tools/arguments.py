@@ -68,7 +68,7 @@ class Cli:
     omitted: bool = False
     """Not an option: the command says it another way (``scope`` is ``--team``)."""
     old_flags: tuple[str, ...] = ()
-    """Earlier names still accepted for one release, hidden from ``--help``."""
+    """Earlier names still accepted for one release, shown nowhere (``HiddenAliasOption``)."""
 
 
 TEAM_SCOPE = Cli(omitted=True)

@@ -1,4 +1,8 @@
-"""Errors worded for a model: what was wrong with the arguments, and what to pass instead."""
+"""Errors worded for a model: what was wrong with the arguments, and what to pass instead.
+
+A query's own errors need no rewording: they name arguments by their published names
+(``pbot_watch.search.errors.Argument``), which is what a model passes.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +12,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from pbot_watch.tools.base import Tool
-
-# The query functions word some errors for the command line; a model knows the argument names.
-_CLI_WORDS = (
-    ("--after", "after"),
-    ("--in", "in"),
-    ("--session", "sessionId"),
-    ("--leaf", "leaf"),
-    ("--offset", "offset"),
-    ("--children-offset", "childrenOffset"),
-    ("--from", "from"),
-)
-
-
-def for_model(message: str) -> str:
-    """A query error's message with the command line's option names replaced by the tools' argument names."""
-    for flag, argument in _CLI_WORDS:
-        message = message.replace(flag, argument)
-    return message
 
 
 def describe_arguments_error(tool: Tool[Any, Any], error: ValidationError) -> str:

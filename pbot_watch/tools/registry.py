@@ -38,7 +38,7 @@ from pbot_watch.redact.policy import scrub, scrub_json
 from pbot_watch.tools import history_read, history_search, recall_memory, search_memory
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.catch_up import HISTORY_TOOLS, RecordCatchUp
-from pbot_watch.tools.errors import describe_arguments_error, for_model
+from pbot_watch.tools.errors import describe_arguments_error
 
 TOOLS: tuple[Tool[Any, Any], ...] = (
     history_search.TOOL,
@@ -98,7 +98,7 @@ def call(
     except Exception as error:  # every failure reaches the caller as an answer, and the log
         kind = failure_kind(error)  # the one mapping of errors to the three kinds (pbot_watch.errors)
         if kind == "arguments":
-            return _refused(name, f"{name}: {for_model(str(error))}")
+            return _refused(name, f"{name}: {error}")
         what = bounded(f"{type(error).__name__}: {error}")
         if kind == "unavailable":
             log.warning("tool_unavailable", tool=name, error=what)
