@@ -22,10 +22,10 @@ from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_
 from pbot_watch.memory.extract import EntryLink, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables, source_lines
-from pbot_watch.memory.texts import indexed_lines, literal_match, unpack
+from pbot_watch.memory.texts import indexed_lines, literal_match, unpack, unpacked_bytes
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
-from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.index import SearchIndex, storable
 from pbot_watch.search.models import (
     MatchMode,
     MemoryContext,
@@ -189,6 +189,8 @@ class _KeptLabels(dict[int, MemoryContext]):
         self.conn = conn
         self.snapshot = snapshot
         self.boundaries: dict[int, int | None] = {}
+        self.all_boundaries = False
+        """``load_boundaries`` ran: a branch not in ``boundaries`` has no compaction."""
         self.off: set[int] = set()
         """Row ids asked for that are on no current branch."""
 
@@ -206,8 +208,39 @@ class _KeptLabels(dict[int, MemoryContext]):
                 self[rowid] = HISTORICAL if boundary is not None and pos < boundary else RETAINED
             self.off.update(set(part) - {rowid for rowid, _b, _p in placed})
 
+    def place(self, rowid: int, branch: int, pos: int) -> MemoryContext:
+        """Label a source whose place on its branch the caller read already (with its candidates)."""
+        boundary = self._boundary(branch)
+        label = self[rowid] = HISTORICAL if boundary is not None and pos < boundary else RETAINED
+        return label
+
+    def load_boundaries(self) -> None:
+        """Every branch's boundary in one read, for a query that labels sources of most branches.
+
+        A branch's own read (``_boundary``) costs a query each: 300 of them for one unscoped
+        search of 300 sessions. This reads the compactions on every current branch at once.
+        """
+        latest: dict[int, tuple[int, str]] = {}
+        for branch, at, kept in self.conn.execute(
+            "SELECT p.branch, p.pos, e.kept FROM mem_entries e JOIN mem_branches b ON b.file = e.file "
+            "JOIN mem_path p ON p.branch = b.id AND p.entry_id = e.entry_id WHERE e.kept IS NOT NULL AND EXISTS ("
+            "SELECT 1 FROM mem_sources s WHERE s.file = e.file AND s.seq = e.seq AND s.entry_id = e.entry_id "
+            "AND s.kind = 'compaction' AND s.rowid <= ?)",
+            (self.snapshot,),
+        ):
+            if branch not in latest or at > latest[branch][0]:
+                latest[branch] = (at, kept)
+        for branch, (at, kept) in latest.items():
+            kept_at = self.conn.execute(
+                "SELECT pos FROM mem_path WHERE branch = ? AND entry_id = ?", (branch, kept)
+            ).fetchone()
+            self.boundaries[branch] = boundary_at(at, None if kept_at is None else int(kept_at[0]))
+        self.all_boundaries = True
+
     def _boundary(self, branch: int) -> int | None:
         """Where what the branch's latest compaction (as of the snapshot) kept starts; ``None``: none."""
+        if branch not in self.boundaries and self.all_boundaries:
+            return None
         if branch not in self.boundaries:
             latest = self.conn.execute(
                 "SELECT p.pos, e.kept FROM mem_branches b JOIN mem_entries e ON e.file = b.file AND e.kept IS NOT NULL "
@@ -479,6 +512,10 @@ def search_memory(
         _fill_scope(index, [target] if target <= snapshot else [])
         scope.kept = False
     needle = query.strip()
+    if in_ is None and needle and match == "literal":
+        page, total = _literal_page(index, needle.lower(), scope, offset, limit)
+        _show(index, page)
+        return _result(query, match, page, total, scope, key, offset, limit)
     hits: list[tuple[_Row, int | None, float | None]]
     if not needle:
         rows = [
@@ -507,8 +544,21 @@ def search_memory(
         _show(index, page)
     if needle and match == "terms" and in_ is None:
         page = [(row, best_term_line(row, needle, line or 1), score) for row, line, score in page]
+    return _result(query, match, page, total, scope, key, offset, limit)
+
+
+def _result(
+    query: str,
+    match: MatchMode,
+    page: list[tuple[_Row, int | None, float | None]],
+    total: int,
+    scope: _Scope,
+    key: str,
+    offset: int,
+    limit: int,
+) -> MemorySearchResult:
     next_offset = offset + limit if offset + limit < total else None
-    cursor = make_cursor(key, next_offset, snapshot) if next_offset is not None else None
+    cursor = make_cursor(key, next_offset, scope.snapshot) if next_offset is not None else None
     return MemorySearchResult(
         query=query,
         match=match,
@@ -633,6 +683,152 @@ def _literal_hits(
             hits.append((row, lines[0], None))
     hits.sort(key=lambda h: (_desc(h[0].timestamp), -h[0].rowid, h[1] or 0))
     return hits
+
+
+_NEWEST_FIRST = "CAST(s.timestamp AS BLOB) || X'FF' DESC, s.rowid DESC"
+"""The literal order in SQL: newest first, a timestamp before the longer ones it begins (as
+``_desc`` sorts it: the byte 0xFF is in no UTF-8 text, so it sorts after every character),
+then the later row first."""
+
+
+_BRANCH_READS = 8
+"""Hits on more branches than this have every branch's boundary read at once (``load_boundaries``)."""
+
+
+def _in_order(
+    index: SearchIndex, scope: _Scope, candidates: str | None, params: tuple[Any, ...]
+) -> list[tuple[int, bool]]:
+    """``(rowid, capped)`` of the sources in scope among ``candidates`` (an SQL query of row ids;
+    ``None``: all), in the order of a literal search's hits: historical first, each group newest first.
+
+    Sorted by SQLite and labelled from the places read with them, so a query with 60,000
+    candidates makes no Python object per candidate beyond this pair.
+    """
+    among = f"s.rowid IN ({candidates}) AND " if candidates is not None else ""
+    groups: tuple[list[tuple[int, bool]], list[tuple[int, bool]]] = ([], [])
+    labels = scope.labels
+    if isinstance(labels, _KeptLabels):
+        placed = index.conn.execute(
+            f"SELECT s.rowid, s.capped, v.branch, v.pos FROM mem_sources s JOIN mem_visible v ON v.rowid = s.rowid "
+            f"WHERE {among}s.rowid <= ? ORDER BY {_NEWEST_FIRST}",
+            (*params, scope.snapshot),
+        ).fetchall()
+        if len({branch for _rowid, _capped, branch, _pos in placed}) > _BRANCH_READS:
+            labels.load_boundaries()
+        for rowid, capped, branch, pos in placed:
+            groups[_CONTEXT_ORDER[labels.place(rowid, branch, pos)]].append((rowid, bool(capped)))
+    else:
+        for rowid, capped in index.conn.execute(
+            f"SELECT s.rowid, s.capped FROM mem_sources s WHERE {among}{scope.within('s.rowid')} ORDER BY {_NEWEST_FIRST}",
+            params,
+        ):
+            groups[_CONTEXT_ORDER[labels[rowid]]].append((rowid, bool(capped)))
+    return groups[0] + groups[1]
+
+
+def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
+    """The candidates of ``needle`` as an SQL query of row ids (``None``: every source), its
+    parameters, and whether every candidate that is not capped holds the needle (the index is
+    exact for it, so only a page's hits are read).
+
+    Exact: a needle of three characters is one trigram, and a source's literal row holds it
+    exactly when its lower-cased text does (lone surrogates aside: the row has U+FFFD for them,
+    so a needle with U+FFFD is confirmed). One or two CJK characters are themselves a token
+    of the terms index (``tokens.py``: every character and every neighbouring pair of a CJK
+    run), and CJK has no case. A capped source is only partly indexed, or not at all: it is
+    always a candidate, and always read.
+    """
+    capped = "SELECT rowid FROM mem_sources WHERE capped"
+    if len(needle) >= MIN_TRIGRAM_CHARS:
+        exact = len(needle) == MIN_TRIGRAM_CHARS and storable(needle)[0] == needle and "\ufffd" not in needle
+        return (
+            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? UNION ALL {capped}",
+            (literal_match(needle),),
+            exact,
+        )
+    if all(is_cjk(ch) for ch in needle):
+        terms = "SELECT c.source FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid WHERE mem_terms MATCH ?"
+        return f"{terms} UNION ALL {capped}", (fts_quote(needle),), True
+    return None, (), False
+
+
+def _holds(raw: bytes, needle: str, encoded: bytes) -> bool:
+    """Whether a text (its UTF-8, ``raw``) holds ``needle`` (lower-cased, ``encoded`` its UTF-8) once
+    lower-cased: ``_lines_with``'s answer without decoding and lower-casing most texts.
+
+    Found in ``raw`` with only ASCII lower-cased: it is in the lower-cased text (the needle's
+    characters are their own lower case, a match starts and ends on character boundaries since
+    UTF-8 never starts a character with a continuation byte, and lower-casing maps each
+    character on its own). Not found in an ASCII text: not there either. Otherwise (a text with
+    other characters, which may lower-case into the needle) the text is decoded and asked.
+    """
+    if encoded in raw.lower():
+        return True
+    if raw.isascii():
+        return False
+    return needle in raw.decode("utf-8", "surrogatepass").lower()
+
+
+def _confirmed(index: SearchIndex, needle: str, candidates: list[tuple[int, bool]]) -> Iterator[int]:
+    """The candidates (in their order) whose text holds ``needle``, read ``TEXT_BATCH`` at a time."""
+    encoded = needle.encode("utf-8", "surrogatepass")
+    for start in range(0, len(candidates), TEXT_BATCH):
+        batch = candidates[start : start + TEXT_BATCH]
+        indexed = [rowid for rowid, capped in batch if not capped]
+        stored = dict.fromkeys(indexed, False)
+        if indexed:
+            for rowid, data, packed in index.conn.execute(
+                f"SELECT rowid, data, packed FROM mem_texts WHERE rowid IN ({','.join('?' * len(indexed))})",
+                indexed,
+            ):
+                stored[rowid] = _holds(unpacked_bytes(data, bool(packed)), needle, encoded)
+        for rowid, capped in batch:
+            if stored[rowid] if not capped else _streamed_lines_with(index, rowid, needle, every=False):
+                yield rowid
+
+
+def _literal_page(
+    index: SearchIndex, needle: str, scope: _Scope, offset: int, limit: int
+) -> tuple[list[tuple[_Row, int | None, float | None]], int]:
+    """One page of a literal search's hits (one per source) and their total, reading as few texts as
+    the index allows: only the page's when it is exact for ``needle`` (``_literal_plan``), else
+    every candidate's, tested as bytes (``_holds``).
+    """
+    if "\n" in needle:
+        return [], 0  # a line never holds a newline
+    candidates, params, exact = _literal_plan(needle)
+    order = _in_order(index, scope, candidates, params)
+    if exact:
+        held = set(_confirmed(index, needle, [(rowid, True) for rowid, capped in order if capped]))
+        hits = [rowid for rowid, capped in order if not capped or rowid in held]
+        page = _first_lines(index, needle, hits[offset : offset + limit])
+        if page is not None:
+            return page, len(hits)
+        # The index and a text disagree (it cannot, unless damaged): trust the texts, all of them.
+    hits = list(_confirmed(index, needle, order))
+    page = _first_lines(index, needle, hits[offset : offset + limit])
+    assert page is not None, "confirmed hits hold the needle"
+    return page, len(hits)
+
+
+def _first_lines(
+    index: SearchIndex, needle: str, rowids: list[int]
+) -> list[tuple[_Row, int | None, float | None]] | None:
+    """These hits with their first line holding ``needle``, texts loaded; ``None`` if one holds none."""
+    rows = _load(index, rowids)
+    _load_texts(index, [row for row in rows.values() if not row.capped])
+    page: list[tuple[_Row, int | None, float | None]] = []
+    for rowid in rowids:
+        row = rows[rowid]
+        if row.capped:
+            lines = _streamed_lines_with(index, rowid, needle, every=False)
+        else:
+            assert row.text is not None
+            lines = _lines_with(row.text, needle, every=False)
+        if not lines:
+            return None
+        page.append((row, lines[0], None))
+    return page
 
 
 def _desc(text: str) -> tuple[int, ...]:

@@ -51,7 +51,12 @@ def pack(text: str) -> tuple[bytes, bool]:
 
 def unpack(data: bytes, packed: bool) -> str:
     """``pack``'s inverse."""
-    return (zlib.decompress(data) if packed else data).decode("utf-8", "surrogatepass")
+    return unpacked_bytes(data, packed).decode("utf-8", "surrogatepass")
+
+
+def unpacked_bytes(data: bytes, packed: bool) -> bytes:
+    """The text's UTF-8 (lone surrogates kept), not decoded: a literal search tests most texts as bytes."""
+    return zlib.decompress(data) if packed else data
 
 
 def capped(text: str) -> bool:
@@ -69,13 +74,15 @@ def literal_document(text: str) -> str | None:
 def literal_match(needle: str) -> str:
     """An FTS5 query matching every source whose literal row holds all trigrams covering ``needle``.
 
-    ``needle`` is lower-cased and at least three characters long. Trigrams at every third
-    position and the last one cover it; each is a one-token string, which ``detail=none``
-    can answer. Lone surrogates are stored as U+FFFD, so they are looked up as that.
+    ``needle`` is lower-cased and at least three characters long. Every trigram of it is asked
+    for (each a one-token string, which ``detail=none`` can answer): a source holding them all
+    is far more likely to hold the needle than one holding every third, so fewer candidates are
+    read to confirm, and FTS5's AND skips through the longer doclists rather than reading them
+    (``module_26.py:899:`` on 634 MB: 1 candidate instead of 3,525, and a faster MATCH). Lone
+    surrogates are stored as U+FFFD, so they are looked up as that.
     """
     text = storable(needle)[0]
-    starts = [*range(0, len(text) - 2, 3), len(text) - 3]
-    trigrams = dict.fromkeys(text[i : i + 3] for i in starts)
+    trigrams = dict.fromkeys(text[i : i + 3] for i in range(len(text) - 2))
     return " AND ".join(fts_quote(trigram) for trigram in trigrams)
 
 
