@@ -3,7 +3,8 @@
 The package ships in the wheel (``pbot_watch/pi_package``). Installing copies it to one
 per-user folder, ``$XDG_DATA_HOME/pbot-watch/pi-package`` (the extension as ``pbot-watch/index.ts``),
 writes ``pbot-watch.json`` beside the extension
-(how to start this very pbot-watch, and the tools' names, descriptions and schemas), then runs
+(how to start this very pbot-watch, the tools' names, descriptions and schemas, and the page
+sizes ``/history`` asks for, all from the tools' argument models), then runs
 ``pi install <folder>`` (``-l``: the project's ``.pi/settings.json``). Pi loads a local package
 from where it lies, so re-running ``pbot-watch pi install`` after upgrading pbot-watch rewrites
 the files in place and every Pi started afterwards (or ``/reload``) runs the new extension:
@@ -29,7 +30,7 @@ from pbot_watch.archive.atomic import ensure_dir, write_atomic
 from pbot_watch.config_paths import APP, xdg_dir
 from pbot_watch.errors import PbotWatchError
 from pbot_watch.launcher import pbot_watch_command
-from pbot_watch.pi_bridge.protocol import BridgeConfig, ToolDefinition
+from pbot_watch.pi_bridge.protocol import BridgeConfig, Pages, ToolDefinition
 
 PACKAGE_FILES = ("package.json", "extension.ts")
 # Where each shipped file goes in the installed package. Pi names a local package's extension in
@@ -116,11 +117,22 @@ def tool_definitions() -> list[ToolDefinition]:
     ]
 
 
+def tool_pages() -> Pages:
+    """The page sizes ``/history`` asks for: the history tools' default limits, as their models declare them."""
+    from pbot_watch.tools.arguments import HistoryReadArgs, HistorySearchArgs  # noqa: PLC0415
+
+    return Pages(
+        historySearch=HistorySearchArgs.model_fields["limit"].get_default(),
+        historyRead=HistoryReadArgs.model_fields["limit"].get_default(),
+    )
+
+
 def bridge_config(serve_args: list[str], executable: str | None = None) -> BridgeConfig:
     return BridgeConfig(
         version=__version__,
         command=pbot_watch_command(["pi", "serve", *serve_args], executable),
         tools=tool_definitions(),
+        pages=tool_pages(),
     )
 
 

@@ -56,6 +56,17 @@ class Timeouts(_Strict):
     footerEveryMs: int = 5_000  # noqa: N815
 
 
+class Pages(_Strict):
+    """The page sizes ``/history`` asks the tools for: their own defaults, so the extension holds no number.
+
+    Written from the tools' argument models (``pbot_watch.tools.arguments``), where the limits
+    and defaults of every query are declared.
+    """
+
+    historySearch: int = Field(description="history_search's limit: matches per page")  # noqa: N815
+    historyRead: int = Field(description="history_read's limit: UTF-16 units of text per page")  # noqa: N815
+
+
 class BridgeConfig(_Strict):
     """``pbot-watch.json`` beside the installed ``extension.ts``: written by ``pbot-watch pi install``.
 
@@ -67,6 +78,7 @@ class BridgeConfig(_Strict):
     version: str = Field(description="the pbot-watch version that wrote this file")
     command: list[str] = Field(description="absolute argv of `pbot-watch pi serve ...`")
     tools: list[ToolDefinition]
+    pages: Pages
     timeouts: Timeouts = Field(default_factory=Timeouts)
 
 

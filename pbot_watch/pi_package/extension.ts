@@ -4,8 +4,9 @@
 // This file is UI and wiring only. Every answer comes from one long-lived `pbot-watch pi serve`
 // child per Pi process, over JSON lines on its stdin and stdout (docs/pi.md in pbot-watch);
 // the logic, and its tests, live in Python. `pbot-watch pi install` writes `pbot-watch.json`
-// beside this file: how to start that child, and the tools' names, descriptions and schemas,
-// so the tools are registered synchronously at load and no process starts from the factory.
+// beside this file: how to start that child, the tools' names, descriptions and schemas, and
+// the page sizes `/history` asks for (the tools' own defaults: no limit is written here), so the
+// tools are registered synchronously at load and no process starts from the factory.
 //
 // Failure isolation (pi-echo's rule): if pbot-watch is missing, crashes or is slow, Pi keeps
 // working. Every request has a deadline; a tool then answers with an error that says it is
@@ -26,9 +27,7 @@ const BACKOFF_FIRST_MS = 1_000;
 const BACKOFF_MAX_MS = 60_000;
 const KILL_AFTER_TIMEOUTS = 2; // consecutive missed deadlines before a stuck child is replaced
 const STDERR_TAIL = 2_000;
-const HISTORY_PAGE = 20;
 const COLLAPSED_ITEMS = 5; // hits or nodes listed under a tool call before it is expanded
-const READ_PAGE = 12_000;
 
 // ---- the config file written by `pbot-watch pi install` -----------------------------------------
 
@@ -47,11 +46,18 @@ interface Timeouts {
 	footerEveryMs: number;
 }
 
+/** The page sizes `/history` asks for: the tools' defaults, written from their argument models. */
+interface Pages {
+	historySearch: number;
+	historyRead: number;
+}
+
 interface Config {
 	format: number;
 	version: string;
 	command: string[];
 	tools: ToolSpec[];
+	pages: Pages;
 	timeouts: Timeouts;
 }
 
@@ -59,7 +65,15 @@ function loadConfig(): Config | Error {
 	const path = join(dirname(fileURLToPath(import.meta.url)), CONFIG_FILE);
 	try {
 		const config = JSON.parse(readFileSync(path, "utf8")) as Config;
-		if (config.format !== 1 || !Array.isArray(config.command) || !config.command.length || !Array.isArray(config.tools)) {
+		const pages = config.pages as Partial<Pages> | undefined;
+		if (
+			config.format !== 1 ||
+			!Array.isArray(config.command) ||
+			!config.command.length ||
+			!Array.isArray(config.tools) ||
+			typeof pages?.historySearch !== "number" ||
+			typeof pages?.historyRead !== "number"
+		) {
 			throw new Error("not a config this extension understands");
 		}
 		return config;
@@ -549,7 +563,7 @@ async function structured<T>(bridge: Bridge, tool: string, args: Record<string, 
 async function showHistory(bridge: Bridge, ctx: ExtensionCommandContext, initial: string): Promise<void> {
 	let query = initial;
 	const search = (offset: number) =>
-		structured<SearchResult>(bridge, "history_search", { ...(query ? { query } : {}), offset, limit: HISTORY_PAGE }, ctx);
+		structured<SearchResult>(bridge, "history_search", { ...(query ? { query } : {}), offset, limit: bridge.config.pages.historySearch }, ctx);
 	if (!ctx.hasUI) {
 		// Print and JSON mode: the result as JSON (Pi sends extension output to stderr there).
 		try {
@@ -606,7 +620,7 @@ async function showNode(bridge: Bridge, ctx: ExtensionCommandContext, first: str
 	for (;;) {
 		let node: NodePage;
 		try {
-			node = await structured<NodePage>(bridge, "history_read", { id, offset: textOffset, limit: READ_PAGE, childrenOffset }, ctx);
+			node = await structured<NodePage>(bridge, "history_read", { id, offset: textOffset, limit: bridge.config.pages.historyRead, childrenOffset }, ctx);
 		} catch (error) {
 			ctx.ui.notify(personText(error), "error");
 			return;

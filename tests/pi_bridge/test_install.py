@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,19 @@ class TestPrint:
         config = BridgeConfig.model_validate_json(done.stdout.split(f"--- {CONFIG_NAME}\n", 1)[1])
         assert [str(SCRIPT), "pi", "serve", "--archive", str(tmp_path / "archive")] == config.command
         assert __version__ == config.version
+
+    def test_pages_are_the_tools_defaults(self, real_pi: World) -> None:
+        """The page sizes /history asks for are the history tools' default limits; the extension writes none."""
+        done = real_pi.invoke("install", "--print")
+        config = BridgeConfig.model_validate_json(done.stdout.split(f"--- {CONFIG_NAME}\n", 1)[1])
+        limits = {t.name: t.parameters["properties"].get("limit", {}).get("default") for t in config.tools}
+        assert (limits["history_search"], limits["history_read"]) == (
+            config.pages.historySearch,
+            config.pages.historyRead,
+        )
+        source = (PACKAGE_SOURCE / "extension.ts").read_text(encoding="utf-8")
+        assert 2 == source.count("limit: bridge.config.pages.")
+        assert re.search(r"\blimit:\s*[0-9A-Z_]", source) is None  # no number, no constant of its own
 
     def test_print_local_names_the_project_scope(self, real_pi: World) -> None:
         """--local adds Pi's -l."""
