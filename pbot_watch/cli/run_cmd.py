@@ -70,7 +70,7 @@ def run_command(**flags: Any) -> None:
     config.apply_env_file(settings)
     _configure_logging(settings)
 
-    from pbot_watch.service.extensions import build_extensions  # noqa: PLC0415
+    from pbot_watch.cli.run_parts import build_extensions  # noqa: PLC0415
     from pbot_watch.service.hooks import ServiceContext  # noqa: PLC0415
     from pbot_watch.service.lock import AlreadyRunning  # noqa: PLC0415
     from pbot_watch.service.run import Service, StartupError  # noqa: PLC0415

@@ -1,6 +1,6 @@
 """The seams other parts of pbot-watch plug into the service. Light: no watchdog, no indexer.
 
-Three kinds of extension, all wired in ``pbot_watch.service.extensions.build_extensions``:
+Three kinds of extension, all wired in ``pbot_watch.cli.run_parts.build_extensions``:
 
 ``RecordListener``
     Called after a record file was (re)written, with the record's path and session id, on the

@@ -1,16 +1,17 @@
-"""Where the service's extensions are assembled; each part adds its own lines here.
+"""The parts ``pbot-watch run`` assembles the service from; each part adds its own lines here.
 
-``pbot-watch run`` calls ``build_extensions`` once at startup. The search index adds a
-``RecordListener``, raw memory an ``EntriesFollower``, the summary engine an ``IdleWorker`` and a ``"summaries"`` status
-provider (see ``pbot_watch.service.hooks`` for the contracts).
+This is the edge, above every part it names: the service (``pbot_watch.service``) knows only the
+contracts of ``pbot_watch.service.hooks``, never the parts, so the team pusher, which is built on
+those contracts, can join without the service importing it. ``run`` calls ``build_extensions``
+once at startup. The search index adds a ``RecordListener``, raw memory an ``EntriesFollower``,
+the summary engine an ``IdleWorker`` and a ``"summaries"`` status provider, the team index
+(when on) a ``RecordListener`` and a ``"team"`` status provider.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pbot_watch.memory.listener import MemoryFollower
-from pbot_watch.search.held import HeldIndex
+from pbot_watch.search.listener import SearchListener
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 
 
@@ -18,9 +19,7 @@ def build_extensions(context: ServiceContext) -> Extensions:
     settings = context.settings
     extensions = Extensions()
 
-    # Search: keep the derived index current as records are written, so a query right after an
-    # append finds it without refreshing first. Opened lazily on the listener thread (SQLite
-    # connections stay on the thread that made them).
+    # Search: keep the derived index current as records are written (search/listener.py).
     extensions.listeners.append(SearchListener(settings.state_dir))
     # Raw memory: built and kept from the entries the service parses (memory/listener.py).
     memory = MemoryFollower(settings.state_dir)
@@ -44,13 +43,3 @@ def build_extensions(context: ServiceContext) -> Extensions:
             extensions.listeners.append(team)
         extensions.status_providers["team"] = team_status
     return extensions
-
-
-class SearchListener:
-    """A ``RecordListener`` that re-indexes each written record in the search index."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.index = HeldIndex(state_dir)
-
-    def __call__(self, record: Path, session_id: str) -> None:  # noqa: ARG002 - the listener's signature
-        self.index.use(lambda index: index.update_record(record))
