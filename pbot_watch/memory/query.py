@@ -516,35 +516,38 @@ def search_memory(
         page, total = _literal_page(index, needle.lower(), scope, offset, limit)
         _show(index, page)
         return _result(query, match, page, total, scope, key, offset, limit)
-    hits: list[tuple[_Row, int | None, float | None]]
+    if in_ is None and needle:
+        page, total = _terms_page(index, needle, scope, offset, limit)
+        return _result(query, match, page, total, scope, key, offset, limit)
     if not needle:
-        rows = [
-            _row(v)
-            for v in conn.execute(
-                f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE {scope.within('s.rowid')} "
+        listed = [
+            rowid
+            for (rowid,) in conn.execute(
+                f"SELECT s.rowid FROM mem_sources s WHERE {scope.within('s.rowid')} "
                 "ORDER BY s.timestamp DESC, s.seq DESC, s.part DESC"
             )
         ]
-        hits = [(r, None, None) for r in rows]
-    elif match == "terms":
-        hits = _terms_hits(index, needle, scope, per_line=in_ is not None)
-    else:
-        hits = _literal_hits(index, needle.lower(), scope, per_line=in_ is not None)
-    if isinstance(scope.labels, _KeptLabels):
-        scope.labels.load(row.rowid for row, _line, _score in hits)
-    if needle:
-        # pi-echo's order: what the model can no longer see first (a stable sort keeps each
-        # group in the order of its match mode).
-        hits.sort(key=lambda hit: _CONTEXT_ORDER[scope.labels[hit[0].rowid]])
-    total = len(hits)
+        rows = _load(index, listed[offset : offset + limit])
+        page = [(rows[rowid], None, None) for rowid in listed[offset : offset + limit]]
+        if isinstance(scope.labels, _KeptLabels):
+            scope.labels.load(rows)
+        _show(index, page)
+        return _result(query, match, page, len(listed), scope, key, offset, limit)
+    # --in: every hit line of one source.
+    hits = (
+        _terms_hits(index, needle, scope)
+        if match == "terms"
+        else _literal_hits(index, needle.lower(), scope, per_line=True)
+    )
+    # pi-echo's order: what the model can no longer see first (a stable sort keeps each
+    # group in the order of its match mode).
+    hits.sort(key=lambda hit: _CONTEXT_ORDER[scope.labels[hit[0].rowid]])
     page = hits[offset : offset + limit]
     if match == "terms":
         _load_texts(index, [row for row, _line, _score in page])
     else:
         _show(index, page)
-    if needle and match == "terms" and in_ is None:
-        page = [(row, best_term_line(row, needle, line or 1), score) for row, line, score in page]
-    return _result(query, match, page, total, scope, key, offset, limit)
+    return _result(query, match, page, len(hits), scope, key, offset, limit)
 
 
 def _result(
@@ -835,12 +838,10 @@ def _desc(text: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in text)
 
 
-def _terms_hits(
-    index: SearchIndex, query: str, scope: _Scope, *, per_line: bool
-) -> list[tuple[_Row, int | None, float | None]]:
-    terms = query_terms(query)
-    if not terms:
-        return []
+def _best_chunks(index: SearchIndex, terms: list[str], scope: _Scope) -> dict[int, tuple[float, int]]:
+    """Each source in scope holding any of ``terms``: its best chunk's BM25 score (higher is
+    better) and first line, the first such chunk in the index's order when several tie.
+    """
     scored: dict[int, tuple[float, int]] = {}
     for source, line, rank in index.conn.execute(
         "SELECT c.source, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
@@ -851,14 +852,17 @@ def _terms_hits(
         best = scored.get(source)
         if best is None or score > best[0]:
             scored[source] = (score, line)
-    rows = _load(index, scored)
+    return scored
+
+
+def _terms_hits(index: SearchIndex, query: str, scope: _Scope) -> list[tuple[_Row, int | None, float | None]]:
+    """Every line of the sources in scope (``--in``: one) holding a query term, best first."""
+    terms = query_terms(query)
+    if not terms:
+        return []
+    scored = _best_chunks(index, terms, scope)
     hits: list[tuple[_Row, int | None, float | None]] = []
-    if not per_line:
-        # One hit per source, ranked by its best chunk. Which line to show is found for the
-        # page only (best_term_line): tokenising every line of every matching source again
-        # took seconds on a 20 MB session, for hits nobody looks at.
-        hits = [(row, scored[row.rowid][1], round(scored[row.rowid][0], 6)) for row in rows.values()]
-    for row in _with_texts(index, rows.values()) if per_line else ():
+    for row in _with_texts(index, _load(index, scored).values()):
         score, _first = scored[row.rowid]
         line_scores = _term_lines(row, set(terms))
         row.text = None
@@ -868,6 +872,66 @@ def _terms_hits(
         )
     hits.sort(key=lambda h: (-(h[2] or 0), _desc(h[0].timestamp), h[1] or 0))
     return hits
+
+
+def _terms_page(
+    index: SearchIndex, query: str, scope: _Scope, offset: int, limit: int
+) -> tuple[list[tuple[_Row, int | None, float | None]], int]:
+    """One page of a terms search (one hit per source, ranked by its best chunk) and the total.
+
+    Historical first, then by score, newest first, the best chunk's first line and the row id.
+    Only the page's sources become rows and have their texts read: which line to show is found
+    for them only (``best_term_line``); tokenising every line of every matching source took
+    seconds on a 20 MB session, for hits nobody looks at.
+    """
+    terms = query_terms(query)
+    if not terms:
+        return [], 0
+    scored = _best_chunks(index, terms, scope)
+    ids = list(scored)
+    labels = scope.labels
+    placed: list[tuple[int, str, int, int]] = []
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        if isinstance(labels, _KeptLabels):
+            placed.extend(
+                index.conn.execute(
+                    "SELECT s.rowid, s.timestamp, v.branch, v.pos FROM mem_sources s JOIN mem_visible v "
+                    f"ON v.rowid = s.rowid WHERE s.rowid IN ({marks})",
+                    part,
+                )
+            )
+        else:
+            placed.extend(
+                (rowid, stamp, 0, 0)
+                for rowid, stamp in index.conn.execute(
+                    f"SELECT rowid, timestamp FROM mem_sources WHERE rowid IN ({marks})", part
+                )
+            )
+    if isinstance(labels, _KeptLabels) and len({branch for _r, _t, branch, _p in placed}) > _BRANCH_READS:
+        labels.load_boundaries()
+    # Newest first as ``_desc`` orders timestamps: reversed bytes order, a prefix before its longer ones.
+    stamps = sorted({stamp for _r, stamp, _b, _p in placed}, key=_stamp_bytes, reverse=True)
+    newest = {stamp: number for number, stamp in enumerate(stamps)}
+    keyed = []
+    for rowid, stamp, branch, pos in placed:
+        label = labels.place(rowid, branch, pos) if isinstance(labels, _KeptLabels) else labels[rowid]
+        score, line = scored[rowid]
+        keyed.append((_CONTEXT_ORDER[label], -round(score, 6), newest[stamp], line, rowid))
+    keyed.sort()
+    shown = keyed[offset : offset + limit]
+    rows = _load(index, [rowid for *_key, rowid in shown])
+    _load_texts(index, list(rows.values()))
+    page: list[tuple[_Row, int | None, float | None]] = [
+        (rows[rowid], best_term_line(rows[rowid], query, line or 1), -minus)
+        for _group, minus, _stamp, line, rowid in shown
+    ]
+    return page, len(keyed)
+
+
+def _stamp_bytes(stamp: str) -> bytes:
+    return stamp.encode("utf-8", "surrogatepass") + b"\xff"
 
 
 def _term_lines(row: _Row, wanted: set[str]) -> list[tuple[int, int]]:
