@@ -118,9 +118,13 @@ class SessionTree:
         """Exchanges of every branch, in tip order, empty branches dropped (as pbot does)."""
         out: list[list[dict[str, Any]]] = []
         tips = self.tips()
+        missing = {tip for tip in tips if self._tips.get(tip) is None}
+        walked = self._walked(missing) if len(missing) > 1 else {}
         fresh: dict[str, ExchangeBuilder | None] = {}
         for tip in tips:
             builder = self._tips.get(tip)
+            if builder is None:
+                builder = walked.get(tip)
             if builder is None:
                 builder = ExchangeBuilder()
                 for step in self.branch(tip):
@@ -130,4 +134,37 @@ class SessionTree:
             if result:
                 out.append(result)
         self._tips = fresh
+        return out
+
+    def _walked(self, wanted: set[str]) -> dict[str, ExchangeBuilder]:
+        """The exchange state of each tip in ``wanted``, from one walk down the tree.
+
+        Walking up from every tip (``branch``) repeats the shared trunk once per tip: a long
+        session with hundreds of ``/tree`` branches paid its trunk hundreds of times whenever
+        its tips were rebuilt (a file read from 0, or resumed from its log). Down from the
+        roots, through the same links (``by_id``, the last entry with an id wins), each entry is
+        added once and the state is copied only where branches part. A tip no root reaches sits
+        on a ``parentId`` cycle: it is left out, for ``branch`` to cut as before.
+        """
+        by_id = self.by_id
+        children: dict[int, list[Step]] = {}
+        roots: list[Step] = []
+        for step in by_id.values():
+            parent = by_id.get(step.parent) if step.parent else None
+            if parent is None:
+                roots.append(step)
+            else:
+                children.setdefault(id(parent), []).append(step)
+        out: dict[str, ExchangeBuilder] = {}
+        stack = [(root, ExchangeBuilder()) for root in roots]
+        while stack:
+            step, builder = stack.pop()
+            builder.add(step)
+            kids = children.get(id(step))
+            if not kids:
+                if step.id in wanted:
+                    out[step.id] = builder
+                continue
+            stack.extend((kid, builder.copy()) for kid in kids[1:])
+            stack.append((kids[0], builder))
         return out

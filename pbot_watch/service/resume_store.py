@@ -108,6 +108,11 @@ class ResumeStore:
             return
         self._logged[path] = _Logged(weakref.ref(state), len(state.tree.steps), size, cursor.offset)
 
+    def logged_bytes(self, path: Path, state: SessionFile) -> int | None:
+        """The size of the log that stands for ``state`` (``None``: it has none yet)."""
+        logged = self._logged.get(path)
+        return logged.size if logged is not None and logged.state() is state else None
+
     def forget(self, path: Path) -> None:
         """``path`` is gone, or its log cannot be trusted: the log goes too."""
         self._logged.pop(path, None)

@@ -9,7 +9,7 @@ service adds three things around it:
 * **no work for what did not change**: a file not in memory is compared with its saved cursor
   (stat and two fingerprints) before anything is parsed; at start most files stop there;
 * **bounded memory**: at most ``max_sessions_in_memory`` parsed files (and ``MEMORY_BUDGET_BYTES``
-  of their bytes) stay in the indexer, least recently appended first out. Every saved cursor
+  of their estimated parsed state) stay in the indexer, least recently appended first out. Every saved cursor
   also extends the file's resumable form on disk (``service/resume_store.py``), so a dropped
   file that grows again resumes at its saved cursor and parses only the new bytes; only a file
   without a usable log (a rewrite, a first start after an upgrade) is read from 0.
@@ -40,10 +40,14 @@ from pbot_watch.service.resume_store import RESUME_FOLDER, ResumeStore
 from pbot_watch.service.state import FileState, StateStore
 from pbot_watch.sources import SessionTail, WholeDigest
 
-# Parsed state costs 0.4x (tool output, which is not kept) to 4x (long conversation text in
-# CJK, stored as 2-byte str) of a file's bytes. 32 MB of session files in memory is at most
-# about 130 MB of parsed state, which keeps the service under 200 MB RSS in the worst case.
-MEMORY_BUDGET_BYTES = 32 << 20
+# Parsed state held in memory, estimated per file: a session file's resume log holds its
+# steps (texts and ids, no tool output), and measured parsed state, branches included, is
+# 3-5x the log's bytes (a 200 MB Pi session of tool work: a 6.3 MB log, 28 MB parsed). A
+# file without a log yet counts its bytes, as all files did before: 0.4x (tool output) to
+# 4x (conversation text in CJK, stored as 2-byte str) of them. 128 MB of estimated state
+# keeps the service under 300 MB RSS, and holds two marathon sessions beside small ones.
+MEMORY_BUDGET_BYTES = 128 << 20
+STATE_PER_LOG_BYTE = 5
 # An unfinished last line (Pi died mid-write) is at most this long before we just re-read.
 PARTIAL_PEEK_BYTES = 1 << 20
 # New bytes read from one file per visit: a huge file (a 50 MB pasted log) is read over several
@@ -468,6 +472,11 @@ class Tailer:
                     if not files:
                         del self._by_session[known.session_id]
 
+    def _held_bytes(self, path: Path, tracked: Tracked) -> int:
+        """The estimated memory of ``path``'s parsed state (see ``MEMORY_BUDGET_BYTES``)."""
+        logged = self.resume.logged_bytes(path, tracked.state)
+        return tracked.state.reader.consumed if logged is None else STATE_PER_LOG_BYTE * logged
+
     def _trim(self, cold: Iterable[Path] = ()) -> None:
         """Drop ``cold`` files, then the least recently read ones beyond the count and byte budgets."""
         # A file read over several visits is never dropped halfway: it would start over at 0.
@@ -480,7 +489,7 @@ class Tailer:
         def over() -> bool:
             if len(self.indexer.files) > self.max_in_memory:
                 return True
-            total = sum(t.state.reader.consumed for t in self.indexer.files.values())
+            total = sum(self._held_bytes(p, t) for p, t in self.indexer.files.items())
             return total > self.memory_budget and len(self.indexer.files) > 1
 
         candidates = [p for p in self._recent if p not in self._partial]
