@@ -119,8 +119,11 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
     # pbot sorts every from/to with the default (UTF-16) order, missing ones last: a node
     # without a timestamp ("" here, absent in pbot) leaves the session's ``to`` empty.
     stamps = [d for n in nodes.values() for d in (n["from"], n["to"])]
-    dates = sorted((d for d in stamps if d), key=utf16_key)
+    dates = [d for d in stamps if d]
     untimed = len(dates) < len(stamps)
+    # Only the ends of the sorted list are used: min and max cost a pass, not a sort.
+    earliest = min(dates, key=utf16_key) if dates else ""
+    latest = max(dates, key=utf16_key) if dates else ""
     # ``a.from.localeCompare(b.from)``: a node without time (undefined in pbot) compares as the
     # string "undefined" whenever pbot gets through the sort at all.
     ordered_roots = sorted(roots, key=lambda key: locale_key(nodes[key]["from"] or UNDEFINED))
@@ -132,8 +135,8 @@ def index_history(session: SessionHistory, previous: dict[str, Any] | None = Non
         "text": session.name,
         "ready": True,
         "completed": all(n["completed"] for n in nodes.values()),
-        "from": dates[0] if dates else "",
-        "to": dates[-1] if dates and not untimed else "",
+        "from": earliest,
+        "to": "" if untimed else latest,
         "parents": [],
         "children": ordered_roots,
     }
