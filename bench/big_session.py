@@ -45,7 +45,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from first_run import load_average, parsed_bytes  # noqa: E402
+from first_run import load_average, parsed_bytes, print_figures  # noqa: E402
 from index_throughput import Corpus, generate  # noqa: E402
 
 from pbot_watch.history.nodes import new_record_id  # noqa: E402
@@ -366,19 +366,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, ensure_ascii=False, indent=2))
         return
-    for name, value in figures.items():
-        if not isinstance(value, dict):
-            print(f"{name}: {value}")
-            continue
-        print(name)
-        for key, inner in value.items():
-            if isinstance(inner, dict):
-                print(f"  {key}:")
-                for k, v in inner.items():
-                    text = ", ".join(f"{a} {b}" for a, b in v.items()) if isinstance(v, dict) else v
-                    print(f"    {k}: {text}")
-            else:
-                print(f"  {key}: {inner}")
+    print_figures(figures)
 
 
 if __name__ == "__main__":

@@ -575,14 +575,19 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, ensure_ascii=False, indent=2))
         return
+    print_figures(figures)
+
+
+def print_figures(figures: dict[str, Any], indent: str = "") -> None:
+    """Figures as indented lines: a group of plain figures on one line, deeper groups below their name."""
     for name, value in figures.items():
         if not isinstance(value, dict):
-            print(f"{name}: {value}")
-            continue
-        print(name)
-        for key, inner in value.items():
-            text = ", ".join(f"{k} {v}" for k, v in inner.items()) if isinstance(inner, dict) else inner
-            print(f"  {key}: {text}")
+            print(f"{indent}{name}: {value}")
+        elif not indent or any(isinstance(v, dict) for v in value.values()):
+            print(f"{indent}{name}")
+            print_figures(value, indent + "  ")
+        else:
+            print(f"{indent}{name}: " + ", ".join(f"{k} {v}" for k, v in value.items()))
 
 
 if __name__ == "__main__":
