@@ -13,9 +13,11 @@ and measures on each, every figure as wall and CPU seconds of the process that d
   time on it (``search`` without a query), beside pbot's on its loaded records;
 * ``run``: ``pbot-watch run`` from an empty state and archive, until the newest session is
   searchable, until every session is, and until it logs ``caught_up`` (searchable: records,
-  search index and raw memory); its peak RSS; then an exchange appended to the oldest session
-  (one the service no longer holds in memory): how long until it is found in the history index
-  and in raw memory, and how many bytes the service parsed for it, against the bytes appended;
+  search index and raw memory); its peak RSS and the size of the resume logs it keeps (a
+  dropped file's parsed state, ``service/resume_store.py``); then an exchange appended to the
+  oldest session (one the service no longer holds in memory): how long until it is found in
+  the history index and in raw memory, and how many bytes the service parsed for it, against
+  the bytes appended (it resumes from its log: about the same);
   then ``STEADY_APPENDS`` more appends to it (steady state), p50 and max;
 * ``decode``: reading every line with the standard library's ``json`` and with msgspec.
 
@@ -396,6 +398,8 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
                 break
             time.sleep(POLL_SECONDS)
         appends = appends_after_catch_up(root, state, restore) if caught_up and proc.poll() is None else {}
+        # The parsed state the service keeps on disk so that a dropped file resumes (service.md).
+        resume_mb = round(tree_bytes(state / "resume", "*.steps") / 1e6, 1)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, _, usage = os.wait4(proc.pid, 0)
@@ -410,6 +414,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
         "caught up s": round(caught_up[0], 2) if caught_up else None,
         "cpu s": round(usage.ru_utime + usage.ru_stime, 2),
         "peak RSS MB": round(peak.mb(usage)),
+        "resume logs MB": resume_mb,
         **appends,
     }
 
