@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pbot_watch.history.jstext import utf16_len
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import NodeBrief, NodePage
+from pbot_watch.search.pages import CHILDREN_PAGE, DEFAULT_READ_LIMIT
 from pbot_watch.search.queries import read_node
 from pbot_watch.tools.arguments import HistoryReadArgs
 from pbot_watch.tools.base import Tool, ToolContext
@@ -82,10 +83,10 @@ TOOL = Tool(
         "the parents/children of an earlier read): an exchange (the user's question and the final "
         "answer), a summary of consecutive nodes, or a whole session. Use it to see the original "
         "words behind a search hit or a summary, and to walk the summary tree.\n"
-        "- Returns up to limit UTF-16 units of text from offset (default 12000). When nextOffset is "
+        f"- Returns up to limit UTF-16 units of text from offset (default {DEFAULT_READ_LIMIT}). When nextOffset is "
         "not null, call again with offset=nextOffset to read on.\n"
         "- parents are the summaries that contain this node (a shared prefix can have several); "
-        "children are listed 20 at a time: when nextChildrenOffset is not null, call again with "
+        f"children are listed {CHILDREN_PAGE} at a time: when nextChildrenOffset is not null, call again with "
         "childrenOffset=nextChildrenOffset. Walk down from a summary to its exchanges to see the "
         "original words.\n"
         "- A summary with ready=false has not been written yet: read its children instead.\n"
