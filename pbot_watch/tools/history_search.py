@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pbot_watch.display import plural
 from pbot_watch.query import QueryContext, run_query
@@ -24,35 +24,28 @@ def run(args: HistorySearchArgs, context: ToolContext) -> SearchResult:
 
 def answer(args: HistorySearchArgs, query: QueryContext) -> SearchResult:
     """The search over this machine's index: the one call of the query, for the tool and the CLI."""
-    return search_history(
-        query.index,
-        query=args.query or "",
-        match=args.match,
-        session_id=args.session_id,
-        workspace=args.workspace,
-        from_=args.from_,
-        to=args.to,
-        offset=args.offset,
-        limit=args.limit,
-        folders=query.folder_paths,
-    )
+    return search_history(query.index, **_asked(args), folders=query.folder_paths)
 
 
 def ask_team(args: HistorySearchArgs, settings: Settings) -> SearchResult:
     """The same search over the team's index (``scope: "team"``, ``search --team``)."""
     from pbot_watch.team.ask import search_team  # noqa: PLC0415 - the driver only for the team
 
-    return search_team(
-        settings,
-        args.query or "",
-        args.match,
-        session_id=args.session_id,
-        workspace=args.workspace,
-        from_=args.from_,
-        to=args.to,
-        offset=args.offset,
-        limit=args.limit,
-    )
+    return search_team(settings, **_asked(args))
+
+
+def _asked(args: HistorySearchArgs) -> dict[str, Any]:
+    """The arguments as both indexes' search functions take them."""
+    return {
+        "query": args.query or "",
+        "match": args.match,
+        "session_id": args.session_id,
+        "workspace": args.workspace,
+        "from_": args.from_,
+        "to": args.to,
+        "offset": args.offset,
+        "limit": args.limit,
+    }
 
 
 def render(result: SearchResult, args: HistorySearchArgs) -> str:
