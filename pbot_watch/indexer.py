@@ -8,7 +8,6 @@ the session's record if its exchanges changed. A session id written by several f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +16,13 @@ from typing import Any, Literal
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
 from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.catalog import Catalog, HeaderCache
 from pbot_watch.display import plural
 from pbot_watch.errors import PbotWatchError
 from pbot_watch.history.project import SessionFile, merge_histories
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader
-from pbot_watch.sources import SessionTail, WholeDigest, iter_session_files, read_header
+from pbot_watch.sources import SessionTail, WholeDigest
 
 # New bytes are read in one piece up to this size (the common case: one read, one feed).
 WHOLE_READ = 64 << 20
@@ -241,8 +241,12 @@ def index_all(
     roots: list[Path],
     store: ArchiveStore,
     progress: Callable[[IndexProgress], None] | None = None,
+    headers: HeaderCache | None = None,
 ) -> IndexReport:
     """One pass over every session file below ``roots``, newest first; a second pass writes nothing.
+
+    Which files make which session is the catalog's (``headers``: a cache to read them through,
+    which a caller asking the catalog again afterwards passes so they are read once).
 
     The sessions modified last are read and written first: on a first run over a long history
     those are the ones a person looks for, and a search made meanwhile finds them early.
@@ -251,28 +255,24 @@ def index_all(
         if not root.is_dir():
             raise MissingRoot(f"session root {root} does not exist")
     skipped: list[str] = []
-    paths = [p for root in roots for p in iter_session_files(root, skipped)]
-    report = IndexReport(files=len(paths), warnings=skipped)
-    state = IndexProgress(files_total=len(paths))
+    sightings = list(Catalog(roots, cache=headers or HeaderCache()).sightings(skipped))
+    report = IndexReport(files=len(sightings), warnings=skipped)
+    state = IndexProgress(files_total=len(sightings))
     # A session id spread over several files (an /import copy) makes one record, so files are
     # grouped by their header first; then one session at a time is read whole and saved, and
     # its parsed state dropped: memory stays bounded by the largest session, not the corpus.
     by_session: dict[str, list[Path]] = {}
     newest: dict[str, int] = {}
-    for path in paths:
-        try:
-            header = read_header(path)
-            st = os.stat(path)
-        except OSError as error:
-            report.warnings.append(f"{path}: cannot read: {error.strerror}")
-            state.files_done += 1
-            continue
-        if header is False:
+    for sighting in sightings:
+        if sighting.kind == "unreadable":
+            report.warnings.append(f"{sighting.path}: {sighting.problem}")
+        elif sighting.kind == "not-session":
             report.not_session += 1
-        elif header is not None:
-            by_session.setdefault(header.id, []).append(path)
-            newest[header.id] = max(newest.get(header.id, 0), st.st_mtime_ns)
-            state.bytes_total += st.st_size
+        elif sighting.session_id is not None and sighting.stamp is not None:
+            sid = sighting.session_id
+            by_session.setdefault(sid, []).append(sighting.path)
+            newest[sid] = max(newest.get(sid, 0), sighting.stamp.mtime_ns)
+            state.bytes_total += sighting.stamp.size
             continue
         state.files_done += 1
     report.sessions = len(by_session)

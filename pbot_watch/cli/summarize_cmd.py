@@ -23,7 +23,6 @@ from pbot_watch.cli.errors import CommandError
 from pbot_watch.cli.options import archive_options
 
 if TYPE_CHECKING:
-    from pbot_watch.archive.files import ArchiveStore  # keep `pbot-watch --help` light
     from pbot_watch.summarize.queue import RunReport
     from pbot_watch.summarize.worker import SummaryWorker
 
@@ -75,9 +74,10 @@ def summarize_command(
 ) -> None:
     """Index every session, then summarize pending nodes now (lowest level first)."""
     from pbot_watch.archive.files import ArchiveStore  # noqa: PLC0415 - keep `pbot-watch --help` light
+    from pbot_watch.catalog import Catalog  # noqa: PLC0415
     from pbot_watch.config import load_settings  # noqa: PLC0415
     from pbot_watch.indexer import MissingRoot, index_all  # noqa: PLC0415
-    from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415
+    from pbot_watch.summarize.worker import SummaryWorker, discover_folders  # noqa: PLC0415
 
     settings = load_settings(
         {
@@ -100,12 +100,14 @@ def summarize_command(
         exclude=tuple(settings.exclude),
         provenance=(settings.machine, settings.user),
     )
+    catalog = Catalog.of(settings)
     try:
-        report = index_all(settings.sessions, store)
+        report = index_all(settings.sessions, store, headers=catalog.cache)
     except MissingRoot as error:
         raise CommandError(f"{error}; pass --sessions DIR or set PI_CODING_AGENT_DIR") from error
     click.echo(report.line(), err=True)
-    folders = _record_folders(store, settings.archive)
+    # The folders the service's worker would find (the headers were read by the pass above).
+    folders = discover_folders(settings, catalog)
     worker = SummaryWorker(settings, folders=lambda: folders, archive=store)
     worker.remember_folders(folders)  # so the service, too, knows where these records live
     cancel = threading.Event()
@@ -120,13 +122,6 @@ def summarize_command(
     click.echo(_line(result, status))
     if result.stop == "cancelled":
         raise SystemExit(EXIT_INTERRUPTED)
-
-
-def _record_folders(store: ArchiveStore, central: Path | None) -> list[Path]:
-    """The folders the indexing pass looked at: the central archive, or each workspace's."""
-    if central is not None:
-        return [central]
-    return store.folders()
 
 
 def _run(worker: SummaryWorker, cancel: threading.Event, limit: int | None) -> RunReport:

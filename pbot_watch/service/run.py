@@ -26,8 +26,8 @@ import structlog
 
 from pbot_watch import __version__
 from pbot_watch.archive.legacy import drop_legacy_fields, import_legacy, legacy_folders
-from pbot_watch.archive.locations import exclusion
 from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings
 from pbot_watch.display import plural
 from pbot_watch.errors import PbotWatchError
@@ -194,7 +194,7 @@ class Service:
         self._snapshot = scan(settings.sessions, skipped)
         for warning in skipped:  # said once, at start: every rescan would repeat it
             log.warning("session_warning", message=warning)
-        todo = self.tailer.startup_paths(self._snapshot, self._excluded)
+        todo = self.tailer.startup_paths(self._snapshot, Scope.of(settings).excludes)
         now = time.monotonic()
         for path in todo:
             self.schedule.mark_overdue(path, now)
@@ -283,9 +283,6 @@ class Service:
                     break
         if self.catch_up.check():
             self._caught_up()
-
-    def _excluded(self, workspace: str) -> bool:
-        return exclusion(workspace, self.settings.include, self.settings.exclude) is not None
 
     # ---- main loop ---------------------------------------------------------------------------
     def main_loop(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,9 @@ from typing import Any
 import structlog
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
-from pbot_watch.archive.locations import workspace_folder
 from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.catalog import Catalog
 from pbot_watch.config import Settings
-from pbot_watch.pi.entries import SessionHeader
 from pbot_watch.summarize.base import Summarizer
 from pbot_watch.summarize.offline import OFFLINE_ID, OfflineSummarizer
 from pbot_watch.summarize.queue import Progress, RunReport, SummaryQueue
@@ -57,30 +56,19 @@ def make_summarizer(settings: Settings, meter: Meter | None) -> Summarizer:
     )
 
 
-def session_headers(settings: Settings) -> Iterator[SessionHeader]:
-    """The header of every session file under the session roots (one short read each)."""
-    from pbot_watch.sources import iter_session_files, known_header  # noqa: PLC0415
-
-    for root in settings.sessions:
-        if root.is_dir():
-            for path in iter_session_files(root):
-                header = known_header(path)
-                if header is not None:
-                    yield header
-
-
-def discover_folders(settings: Settings) -> list[Path]:
-    """Record folders of the workspaces named by the session headers under the session roots."""
+def discover_folders(settings: Settings, catalog: Catalog | None = None) -> list[Path]:
+    """The record folders of the included sessions under the session roots (``Catalog.record_folders``)
+    that exist and can take summaries (the archive's checks: not read-only, no symlink out).
+    """
+    catalog = catalog or Catalog.of(settings)
     if settings.archive is not None:
         return [settings.archive]
-    workspaces = {h.workspace for h in session_headers(settings) if h.workspace is not None}
     store = ArchiveStore(include=tuple(settings.include), exclude=tuple(settings.exclude))
-    folders = []
-    for workspace in sorted(workspaces):
-        folder = workspace_folder(workspace)
-        if folder.is_dir() and _allowed(store, workspace):
-            folders.append(folder)
-    return folders
+    return [
+        folder
+        for folder, workspace in catalog.record_folders().items()
+        if workspace is not None and folder.is_dir() and _allowed(store, workspace)
+    ]
 
 
 def _allowed(store: ArchiveStore, workspace: str) -> bool:
@@ -121,6 +109,7 @@ class SummaryWorker:
     _settled: dict[Path, FileStamp] = field(default_factory=dict, repr=False)
     _local: set[str] | None = field(default=None, repr=False)
     _local_fresh: bool = field(default=False, repr=False)
+    _sessions: Catalog | None = field(default=None, repr=False)
 
     @property
     def store(self) -> SummaryStore:
@@ -140,6 +129,12 @@ class SummaryWorker:
         return self.summarizer, meter
 
     # ---- which records ---------------------------------------------------------------------
+    def _catalog(self) -> Catalog:
+        """The session files, with headers remembered for the worker's life: a look again stats them."""
+        if self._sessions is None:
+            self._sessions = Catalog.of(self.settings)
+        return self._sessions
+
     def known_folders(self) -> list[Path]:
         if self.folders is not None:
             return list(self.folders())
@@ -147,7 +142,7 @@ class SummaryWorker:
             # Records written before this worker existed (by `pbot-watch index`, an earlier
             # run, or pbot itself) are never reported through on_record: find them once.
             self._discovered = True
-            self.remember_folders(discover_folders(self.settings))
+            self.remember_folders(discover_folders(self.settings, self._catalog()))
         stored = json.loads(self.store.meta("folders") or "[]")
         folders = [Path(p) for p in stored]
         if self.settings.archive is not None:
@@ -170,7 +165,7 @@ class SummaryWorker:
         the service adds every session it writes a record of.
         """
         if self._local is None or (session_id not in self._local and not self._local_fresh):
-            self._local = {h.id for h in session_headers(self.settings)}
+            self._local = self._catalog().session_ids()
             self._local_fresh = True
         return session_id in self._local
 
