@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.archive import records
 from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
 from tests.support.service import ServiceProcess
+from tests.support.summaries import summaries
 
 
 def two_workspaces(home: Path) -> tuple[Path, PiSession, PiSession]:
@@ -72,3 +74,56 @@ def test_run_leaves_it_out(isolated_home: Path) -> None:
     assert record_of(kept).is_dir()
     assert not record_of(left).exists() or not any(record_of(left).iterdir())
     assert {kept.session_id} == found("findme")
+
+
+GLOBS = {
+    "exclude": lambda home: f"exclude = [{json.dumps(str(home / 'scratch' / '*'))}]\n",
+    "include": lambda home: f"include = [{json.dumps(str(home / 'work' / '*'))}]\n",
+}
+
+
+def acted_on(command: str, sessions: Path, both: tuple[PiSession, PiSession]) -> set[str]:
+    """The sessions ``command`` did its work for: a record written, a summary made, a hit shown."""
+    if command == "search":
+        return found("findme")
+    if command == "run":
+        with ServiceProcess([sessions], None).start() as service:
+            assert 0 == service.stop()
+    else:
+        done = invoke(command)
+        assert 0 == done.returncode, done.stderr
+    out = set()
+    for session in both:
+        record = records(record_of(session))[session.session_id]
+        if command == "summarize":
+            if any(node["ready"] for node in summaries(record).values()):
+                out.add(session.session_id)
+        elif "a later findme" in json.dumps(record, ensure_ascii=False):
+            out.add(session.session_id)
+    return out
+
+
+@pytest.mark.parametrize("setting", list(GLOBS))
+@pytest.mark.parametrize(
+    "command", ["index", pytest.param("run", marks=pytest.mark.slow), "summarize", "search"]
+)
+def test_every_command_leaves_out_the_same_workspace(isolated_home: Path, command: str, setting: str) -> None:
+    """The same settings leave the same workspace out of `index`, `run`, `summarize` and `search`.
+
+    Both workspaces have a record (indexed before the setting), with exchanges enough for a
+    summary; then the setting leaves ``scratch/left`` out (``exclude`` naming it, or ``include``
+    naming only ``work/*``) and each session gets a later exchange. Each command must act for
+    ``kept`` alone: its record takes the later exchange (``index``, ``run``), it is summarized
+    (``summarize``), it is found (``search``, though the other record is on disk).
+    """
+    sessions, kept, left = two_workspaces(isolated_home)
+    for session in (kept, left):
+        session.exchanges(4)
+    assert 0 == invoke("index").returncode
+    config = isolated_home / "config" / "pbot-watch" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(GLOBS[setting](isolated_home))
+    for session in (kept, left):
+        session.user("a later findme question")
+        session.assistant("a later answer")
+    assert {kept.session_id} == acted_on(command, sessions, (kept, left))
