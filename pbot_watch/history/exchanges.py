@@ -23,8 +23,14 @@ IMAGE_MARK = "[图片]"
 OTHER, USER, ASSISTANT = 0, 1, 2
 
 
-def content_text(content: Any) -> str:
-    """Pbot's ``text()``: strings as they are, text blocks joined by newlines, images marked."""
+def pbot_text(content: Any) -> str:
+    """A message's text as records keep it: personal-bot 0.2.3's ``text()``, to the letter.
+
+    Strings as they are, text blocks joined by newlines (``String(block.text)``: a block
+    without one gives ``undefined``), an image as ``[图片]``: the seed's rule, so an exchange's
+    text is the one pbot writes. Raw memory reads the same content by pi-echo's rule instead
+    (``memory.extract.source_text``); the two differ on purpose and must not be merged.
+    """
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -69,14 +75,14 @@ def step_of(entry: dict[str, Any], links: int = 0) -> Step:
         if role == "user":
             step.kind = USER
             step.timestamp = entry.get("timestamp")
-            step.text = scrub(content_text(message.get("content")))
+            step.text = scrub(pbot_text(message.get("content")))
         elif role == "assistant":
             step.kind = ASSISTANT
             step.timestamp = entry.get("timestamp")
             step.stop = message.get("stopReason")
             content = message.get("content")
             # pbot only writes the answer's text when the message has a content key at all.
-            step.text = scrub(content_text(content)) if "content" in message else None
+            step.text = scrub(pbot_text(content)) if "content" in message else None
             step.tool_call = isinstance(content, list) and any(
                 isinstance(block, dict) and block.get("type") == "toolCall" for block in content
             )

@@ -1,10 +1,11 @@
 """The entry tree of one session file and its branches, kept up to date entry by entry.
 
-personal-bot takes every tip (an entry that is nobody's parent) and walks ``getBranch(tip)``:
-``parentId`` links through an id map where the last entry with an id wins, stopping at a
-missing or falsy parent. We do the same, with two differences that only matter where pbot
-breaks: a ``parentId`` cycle is cut (pbot loops until memory runs out) and reported, and
-each tip keeps its exchange state so an append resumes it instead of re-walking the branch.
+personal-bot takes every tip (an entry that is nobody's parent) and walks ``getBranch(tip)``
+(``pi/branch.walk_to_root``, the walk raw memory uses too): ``parentId`` links through an id
+map where the last entry with an id wins, stopping at a missing or falsy parent. We do the
+same, with two differences that only matter where pbot breaks: a ``parentId`` cycle is cut
+(pbot loops until memory runs out) and reported, and each tip keeps its exchange state so an
+append resumes it instead of re-walking the branch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from typing import Any
 
 from pbot_watch.history.exchanges import ExchangeBuilder, Step, step_of
 from pbot_watch.history.jstext import js_trim
+from pbot_watch.pi.branch import current_leaf, walk_to_root
 from pbot_watch.pi.entries import ID_MISSING, ID_NULL, PARENT_MISSING, PARENT_NULL
+
+
+def _parent(step: Step) -> str | None:
+    return step.parent
+
+
+def _id(step: Step) -> str | None:
+    return step.id
 
 
 @dataclass
@@ -25,8 +35,6 @@ class SessionTree:
     parent_count: Counter[str] = field(default_factory=Counter)
     name: str | None = None
     cycles: set[str] = field(default_factory=set)
-    # Pi's leafId: the id of the last entry in file order (None when it has no usable id).
-    leaf: str | None = None
     # Whether some entry's parentId is null / missing: pbot's ``parents`` set then holds that
     # value, and entries whose id is null / missing are not tips.
     parent_null: bool = False
@@ -40,7 +48,6 @@ class SessionTree:
     def add_step(self, step: Step) -> None:
         """``add`` for an entry already reduced to its ``Step`` (a resumed state replays them)."""
         self.steps.append(step)
-        self.leaf = step.id
         if step.links & PARENT_NULL:
             self.parent_null = True
         elif step.links & PARENT_MISSING:
@@ -69,6 +76,11 @@ class SessionTree:
             if resumed is not None and parent is not None:
                 self._tips[parent] = resumed
             self._tips[entry_id] = None
+
+    @property
+    def leaf(self) -> str | None:
+        """Pi's ``leafId`` (``current_leaf``): the id of the last entry in file order, if it has one."""
+        return current_leaf(self.steps, _id)
 
     def tips(self) -> list[str]:
         """Tip ids in file order, each once (duplicate tips give identical branches).
@@ -99,18 +111,10 @@ class SessionTree:
         return bool(self.by_id) and not self.tips()
 
     def branch(self, tip: str) -> list[Step]:
-        """``getBranch(tip)``: root first; a cycle is cut at the first repeated id."""
-        path: list[Step] = []
-        seen: set[str] = set()
-        current = self.by_id.get(tip)
-        while current is not None:
-            if current.id in seen:
-                self.cycles.add(tip)
-                break
-            if current.id is not None:
-                seen.add(current.id)
-            path.append(current)
-            current = self.by_id.get(current.parent) if current.parent else None
+        """``getBranch(tip)``: root first; a cycle is cut at the first repeated id (``walk_to_root``)."""
+        path, cut = walk_to_root(tip, self.by_id, _parent)
+        if cut:
+            self.cycles.add(tip)
         path.reverse()
         return path
 

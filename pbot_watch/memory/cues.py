@@ -65,10 +65,11 @@ from pbot_watch.memory.cue_tokens import CHARS_PER_TOKEN, TokenCounter, count_to
 from pbot_watch.memory.extract import (
     ARGUMENT_KEYS,
     Source,
-    content_text,
+    current_leaf_id,
     own_tool,
     path_to_root,
     session_memory,
+    source_text,
 )
 from pbot_watch.memory.handles import make_short_handle, parse_handle
 from pbot_watch.redact.policy import scrub
@@ -295,9 +296,7 @@ def _event(
         tool = name if isinstance(name, str) and name else (_name(call) if call is not None else "tool")
         arguments = call.get("arguments") if call is not None else None
         failed = message.get("isError") is True
-        said = outcome(
-            tool, content_text(message.get("content")), failed, command=tool == "bash", place=place
-        )
+        said = outcome(tool, source_text(message.get("content")), failed, command=tool == "bash", place=place)
     elif role == "assistant" and call is not None:
         tool, arguments, failed, said = _name(call), call.get("arguments"), False, None
     else:
@@ -560,14 +559,6 @@ def _relieve(block: _Block, limit: int, candidates: Iterable[_Line], count: Toke
                     return
 
 
-def branch_leaf(entries: Sequence[dict[str, Any]]) -> str | None:
-    """Pi's current leaf on load: the last entry (with an id) in file order."""
-    for entry in reversed(entries):
-        if isinstance(entry.get("id"), str) and entry["id"]:
-            return str(entry["id"])
-    return None
-
-
 def _render(ordered: list[_Line], batch: int) -> str:
     if not ordered:
         return ""
@@ -607,7 +598,7 @@ def compute_cues(
         raise QueryError(f"the cue cap must be a number of tokens, 0 or more (got {max_tokens})")
     reference = context_window * REFERENCE_PERCENT // 100
     memory = session_memory(list(entries))
-    tip = leaf if leaf is not None else branch_leaf(entries)
+    tip = leaf if leaf is not None else current_leaf_id(memory.links)
     if leaf is not None and not any(link.entry_id == leaf for link in memory.links):
         raise UnknownLeaf(f"unknown leaf entry {leaf!r} in session {session_id}")
     path = path_to_root(memory.links, tip)[::-1] if tip is not None else []

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pbot_watch.history.jstext import collapse_whitespace, js_string
+from pbot_watch.pi.branch import current_leaf, walk_to_root
 from pbot_watch.redact.policy import scrub
 
 LABEL_CHARS = 90
@@ -108,8 +109,15 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)]
 
 
-def content_text(content: Any) -> str:
-    """Text blocks joined by newlines; an image becomes one marker line, never its data."""
+def source_text(content: Any) -> str:
+    """A message's text as raw memory's sources show it: pi-echo's reading, redacted here.
+
+    Text blocks joined by newlines (a string is one block; a block without text gives
+    nothing), an image as one ``[image omitted]`` line, never its data: sources are lines a
+    model pages through (pi-echo's README). Records read the same content by personal-bot's
+    ``text()`` instead (``history.exchanges.pbot_text``: ``undefined``, ``[图片]``), so their
+    text stays pbot's; the two differ on purpose and must not be merged.
+    """
     parts: list[str] = []
     for block in _blocks(content):
         kind = block.get("type")
@@ -274,7 +282,7 @@ def _entry_sources(
         role = message.get("role")
         content = message.get("content")
         if role == "user":
-            text = content_text(content)
+            text = source_text(content)
             if text:
                 b = _Builder()
                 b.section("user", text)
@@ -314,7 +322,7 @@ def _entry_sources(
             name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
             if own_tool(name) or (call is not None and own_tool(call.get("name"))):
                 return sources  # what memory search or recall returned is memory already
-            result = content_text(content)
+            result = source_text(content)
             b = _Builder()
             if call is not None:
                 b.section("call", _call_text(call))
@@ -338,13 +346,13 @@ def _entry_sources(
                 _source(entry, seq, 0, "bash", f"bash({_short(command, ARGS_CHARS)}) {mark} exit {code}", b)
             )
         elif role in ("custom", "hookMessage"):
-            text = content_text(content)
+            text = source_text(content)
             if text:
                 b = _Builder()
                 b.section(str(message.get("customType") or "custom"), text)
                 sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
     elif kind == "custom_message":
-        text = content_text(entry.get("content"))
+        text = source_text(entry.get("content"))
         if text:
             b = _Builder()
             b.section(str(entry.get("customType") or "custom"), text)
@@ -366,13 +374,19 @@ def _entry_sources(
 
 
 def path_to_root(links: list[EntryLink], leaf: str) -> list[str]:
-    """Entry ids from ``leaf`` up to the root (the last entry with an id wins, cycles cut)."""
-    parents = {link.entry_id: link.parent_id for link in links}
-    out: list[str] = []
-    seen: set[str] = set()
-    current: str | None = leaf if leaf in parents else None
-    while current is not None and current not in seen:
-        seen.add(current)
-        out.append(current)
-        current = parents.get(current)
-    return out
+    """Entry ids from ``leaf`` up to the root (``pi/branch.walk_to_root``, Pi's ``getBranch``)."""
+    path, _cut = walk_to_root(leaf, {link.entry_id: link for link in links}, _parent_id)
+    return [link.entry_id for link in path]
+
+
+def _parent_id(link: EntryLink) -> str | None:
+    return link.parent_id
+
+
+def current_leaf_id(links: list[EntryLink]) -> str | None:
+    """The current leaf of raw memory's tree (``pi/branch.current_leaf`` over its entries with an id)."""
+    return current_leaf(links, _entry_id)
+
+
+def _entry_id(link: EntryLink) -> str | None:
+    return link.entry_id

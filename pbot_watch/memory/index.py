@@ -31,7 +31,7 @@ from typing import Any
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import dumps
-from pbot_watch.memory.extract import EntryLink, MemoryFeed, Source, call_ids, path_to_root
+from pbot_watch.memory.extract import EntryLink, MemoryFeed, Source, call_ids, current_leaf_id, path_to_root
 from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
@@ -333,7 +333,7 @@ class _FileWriter:
                 "SELECT seq, entry_id, parent_id FROM mem_entries WHERE file = ? ORDER BY seq", (self.file,)
             )
         ]
-        self.leaf = links[-1].entry_id if links else None
+        self.leaf = current_leaf_id(links)
         path = path_to_root(links, self.leaf)[::-1] if self.leaf is not None else []
         self.length = len(path)
         self.conn.execute("DELETE FROM mem_path WHERE branch = ?", (self.branch,))

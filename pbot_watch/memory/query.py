@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_labels
-from pbot_watch.memory.extract import EntryLink, path_to_root
+from pbot_watch.memory.extract import EntryLink, current_leaf_id, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables, source_lines
 from pbot_watch.memory.texts import indexed_lines, literal_match, unpack, unpacked_bytes
@@ -356,9 +356,9 @@ def _walked_scope(
                 "SELECT seq, entry_id, parent_id FROM mem_entries WHERE file = ? ORDER BY seq", (path,)
             )
         ]
-        if not links:
+        tip = current_leaf_id(links)
+        if tip is None:
             continue
-        tip = links[-1].entry_id
         reach: Container[str] | None = None  # the entries a --leaf may name; None: all of the file's
         if pinned is not None:
             if pinned.leaf is not None:
