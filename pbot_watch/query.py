@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.index import ensure_memory_tables, refresh_memory, sync_memory_file
 from pbot_watch.memory.query import MemoryScope
@@ -72,9 +73,7 @@ def open_query(
         context = QueryContext(settings, index)
         skipped = context.skipped_files
         if history:
-            context.folders = record_folders(
-                index, settings.sessions, settings.archive, skipped, settings.include, settings.exclude
-            )
+            context.folders = record_folders(index, settings.sessions, Scope.of(settings), skipped)
             context.warnings = index.update_from_archive(context.folders).warnings
         if memory and scope is not None and scope.session_file is not None:
             ensure_memory_tables(index)

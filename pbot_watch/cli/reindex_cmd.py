@@ -22,6 +22,7 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """Rebuild the search index from scratch (it is derived data; nothing is lost)."""
     import sqlite3  # noqa: PLC0415 - keep --help fast
 
+    from pbot_watch.catalog import Scope  # noqa: PLC0415
     from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
@@ -37,7 +38,7 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     def rebuild() -> tuple[RefreshReport, int, dict[str, int], int]:
         with progress_bar("reindexing") as bar:
             bar.update(0, len(steps), steps[0])
-            folders = record_folders(index, settings.sessions, settings.archive)
+            folders = record_folders(index, settings.sessions, Scope.of(settings))
             bar.update(1, len(steps), steps[1])
             report = index.rebuild(folders)
             bar.update(2, len(steps), steps[2])

@@ -28,12 +28,14 @@ def _settings(sessions: tuple[Path, ...], archive: Path | None) -> Settings:
 
 
 def _record_paths(settings: Settings) -> list[Path]:
+    from pbot_watch.catalog import Scope  # noqa: PLC0415
     from pbot_watch.query import open_index  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
 
     index = open_index(settings)
     try:
-        folders = record_folders(index, settings.sessions, settings.archive)
+        # Every record on disk is audited, an excluded workspace's too: a leak there is still one.
+        folders = record_folders(index, settings.sessions, Scope(archive=settings.archive))
     finally:
         index.close()
     return sorted(path for folder in folders for path in folder.path.glob("*.json"))
@@ -94,6 +96,7 @@ def scrub_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     """
     from pbot_watch.archive.atomic import write_atomic  # noqa: PLC0415
     from pbot_watch.archive.files import read_record  # noqa: PLC0415
+    from pbot_watch.catalog import Scope  # noqa: PLC0415
     from pbot_watch.history.jstext import dumps_utf8  # noqa: PLC0415
     from pbot_watch.memory.index import rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index  # noqa: PLC0415
@@ -115,7 +118,7 @@ def scrub_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
         remove(SearchIndex.default_path(settings.state_dir))
         index = open_index(settings)
         try:
-            index.rebuild(record_folders(index, settings.sessions, settings.archive))
+            index.rebuild(record_folders(index, settings.sessions, Scope(archive=settings.archive)))
             rebuild_memory(index, [root for root in settings.sessions if root.is_dir()])
         finally:
             index.close()

@@ -10,19 +10,17 @@ make its workspace's records disappear from search; those are left out by the sa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 from pbot_watch.catalog import Catalog, HeaderCache, Scope
 from pbot_watch.search.index import RecordFolder, SearchIndex
 
 
-def catalog(
-    index: SearchIndex, roots: Iterable[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()
-) -> Catalog:
+def catalog(index: SearchIndex, roots: Iterable[Path], scope: Scope) -> Catalog:
     """The catalog of ``roots`` with the header cache kept in ``index`` (see ``save_headers``)."""
     rows = index.conn.execute("SELECT path, ino, size, mtime_ns, session_id, workspace FROM session_files")
-    return Catalog(list(roots), Scope(tuple(include), tuple(exclude)), HeaderCache.from_rows(rows))
+    return Catalog(list(roots), scope, HeaderCache.from_rows(rows))
 
 
 def save_headers(index: SearchIndex, headers: HeaderCache) -> None:
@@ -39,32 +37,24 @@ def save_headers(index: SearchIndex, headers: HeaderCache) -> None:
 
 
 def record_folders(
-    index: SearchIndex,
-    roots: Iterable[Path],
-    archive: Path | None,
-    skipped: list[str] | None = None,
-    include: Sequence[str] = (),
-    exclude: Sequence[str] = (),
+    index: SearchIndex, roots: Iterable[Path], scope: Scope, skipped: list[str] | None = None
 ) -> list[RecordFolder]:
     """The record folders to refresh before a query (``skipped``: as ``Catalog.sightings``).
 
     A workspace that ``index``, ``run`` and ``summarize`` leave out by ``include``/``exclude``
-    is not searched either (``Catalog.record_folders``, ``Scope.exclusion``). A central
-    archive holds only what was written under the settings, so it is searched whole.
+    is not searched either (``Catalog.record_folders``, ``Scope.exclusion``): pass
+    ``Scope.of(settings)``; a plain ``Scope()`` (no globs) is every workspace. A central
+    archive (``scope.archive``) holds only what was written under the settings, so it is
+    searched whole.
     """
-    if archive is not None:
-        return [RecordFolder(archive, None)]
-    found = catalog(index, roots, include, exclude)
+    if scope.archive is not None:
+        return [RecordFolder(scope.archive, None)]
+    found = catalog(index, roots, scope)
     folders = {
         path: RecordFolder(path, workspace) for path, workspace in found.record_folders(skipped).items()
     }
     save_headers(index, found.cache)
     for known in index.known_folders():
-        if known.workspace is not None and not found.scope.excludes(known.workspace):
+        if known.workspace is not None and not scope.excludes(known.workspace):
             folders.setdefault(known.path, known)
     return sorted(folders.values(), key=lambda f: str(f.path))
-
-
-def refresh(index: SearchIndex, roots: Iterable[Path], archive: Path | None) -> None:
-    """Bring the index up to date with the archive before answering a query."""
-    index.update_from_archive(record_folders(index, roots, archive))

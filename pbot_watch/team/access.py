@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 
+from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings
 from pbot_watch.search.discover import record_folders
 from pbot_watch.search.index import SearchIndex
@@ -43,6 +44,6 @@ def local_folders(settings: Settings) -> list[tuple[Path, str | None]]:
     """This machine's record folders (as search finds them) with their workspaces."""
     index = SearchIndex(SearchIndex.default_path(settings.state_dir))
     try:
-        return [(f.path, f.workspace) for f in record_folders(index, settings.sessions, settings.archive)]
+        return [(f.path, f.workspace) for f in record_folders(index, settings.sessions, Scope.of(settings))]
     finally:
         index.close()
