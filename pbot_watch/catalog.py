@@ -2,12 +2,13 @@
 
 Every command asks here: ``index`` (which files make which session), ``run`` (which skipped
 files to read again at start), ``summarize`` and the service's summary worker (which record
-folders to work on, which sessions are this machine's), and search (which record folders to
-refresh and show). So they never disagree about a session or a workspace.
+folders to work on, which sessions are this machine's), search and ``reindex`` (which record
+folders to refresh and show) and the team push (which of this machine's folders to offer).
+So they never disagree about a session or a workspace.
 
 - **Which sessions exist**: every ``*.jsonl`` below the session roots (``sources``), named by
   its header (``sources.read_header``), read through one ``HeaderCache``: a file's header is
-  read again only when the file was replaced (new inode) or had none yet and grew. The cache
+  read again only when the file was replaced (new inode), or named no session and changed size. The cache
   lives in memory for one command; search keeps its rows in ``search.db`` (``session_files``,
   ``search/discover.py``), so a query reads no header of an unchanged file. The service's
   ``files`` table and raw memory's ``mem_files`` also hold a session id and a workspace, but

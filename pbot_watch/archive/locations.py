@@ -2,8 +2,8 @@
 
 pbot keeps a workspace's records in ``<workspace>/.pi/pbot/history``; ``--archive`` puts every
 record in one central folder instead. The ``include``/``exclude`` globs of the settings choose
-the workspaces pbot-watch writes for. Writing, the service's start scan, search and the summary
-worker all ask here, so they never disagree about a folder.
+the workspaces pbot-watch writes for. Writing asks here, and every other command through the
+catalog (``pbot_watch/catalog.py``), so they never disagree about a folder.
 """
 
 from __future__ import annotations
