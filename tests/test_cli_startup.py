@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 
@@ -44,3 +46,15 @@ class TestLazyCommands:
         for name in COMMANDS:
             main.get_command(ctx, name)
         assert sorted(main.commands) == sorted(COMMANDS)
+
+
+class TestQueryCommands:
+    def test_memory_search_imports_no_model_client_or_terminal_code(self, tmp_path: Path) -> None:
+        """``memory search --json`` (a script's or an agent's call, paid per query) imports no litellm,
+        rich, MCP, logging framework, watcher or tokenizer: only what answers the query.
+        """
+        sessions = tmp_path / "sessions"
+        sessions.mkdir()
+        argv = ("memory", "search", "--sessions", str(sessions), "--json", "ECONNRESET")
+        unwanted = ("litellm", "rich", "mcp", "structlog", "watchdog", "tokenizers", "httpx")
+        assert [] == modules_after(*argv, among=unwanted)

@@ -662,11 +662,16 @@ def refresh_memory(
     ensure_memory_tables(index)
     seen: set[str] = set()
     changed = 0
+    held = held_stamps(index)
     for root in roots:
         if not root.is_dir():
             continue
         for path in iter_session_files(root, skipped):
             seen.add(str(path))
+            if path in held and _stamp(path) == held[path]:
+                # What sync_memory_file would find for an open, an fstat and a query: every
+                # query (the CLI's first of all) asks this of every session file.
+                continue
             changed += sync_memory_file(index, path, report)
     gone = [p for (p,) in index.conn.execute("SELECT path FROM mem_files") if p not in seen]
     if gone:
@@ -674,6 +679,13 @@ def refresh_memory(
             for path in gone:
                 _drop_file(index.conn, path)
     return changed
+
+
+def _stamp(path: Path) -> FileStamp | None:
+    try:
+        return FileStamp.of(path.stat())
+    except OSError:
+        return None
 
 
 def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:

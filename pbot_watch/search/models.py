@@ -23,7 +23,10 @@ CueClass = Literal["refetchable", "state", "failure"]
 
 
 class _Shape(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # Deferred: a command builds the validators of the shapes it answers with, not of all of them.
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class NodeBrief(_Shape):
