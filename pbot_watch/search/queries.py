@@ -25,7 +25,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -143,7 +143,8 @@ def _brief(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def _check_page(offset: int, limit: int, maximum: int, what: str) -> None:
+def check_page(offset: int, limit: int, maximum: int, what: str) -> None:
+    """Pbot's paging bounds (local and team search alike)."""
     if offset < 0:
         raise QueryError(Argument("offset"), f" must be 0 or more (got {offset})")
     if not 1 <= limit <= maximum:
@@ -247,28 +248,42 @@ def snippet_at(text: str, hit: int) -> str:
     return _utf16_window(text, start, start + SNIPPET_LENGTH)
 
 
-def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int) -> list[str]:
-    """The exchanges under a summary, in order, walking children level by level."""
+CoveredRow = tuple[str, int, list[str]]
+"""A node as the walk under a summary sees it: id, level, children."""
+
+
+def covered_exchanges(
+    node_id: str, level: int, lookup: Callable[[list[str]], dict[str, CoveredRow]]
+) -> list[str]:
+    """The exchanges under a summary, in order, walking children level by level.
+
+    ``lookup`` gives the nodes of one layer it finds (by the ids asked for); local and team
+    search each read them from their own store.
+    """
     if level == 0:
         return [node_id]
     if level < 0:
         return []
     layer = [node_id]
     while True:
-        layer = to_well_formed(layer)  # children as the record says them; ids as index.py stores them
-        placeholders = ",".join("?" * len(layer))
-        rows = index.conn.execute(
-            f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({placeholders})",
-            (record, *layer),
-        ).fetchall()
-        by_id = {r[0]: r for r in rows}
+        by_id = lookup(layer)
         found = [by_id[i] for i in layer if i in by_id]
         if not found or all(r[1] == 0 for r in found):
             return [r[0] for r in found if r[1] == 0]
-        nxt: list[str] = []
-        for r in found:
-            nxt.extend(json.loads(r[2]) if r[1] > 0 else [r[0]])
-        layer = nxt
+        layer = [child for r in found for child in (r[2] if r[1] > 0 else [r[0]])]
+
+
+def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int) -> list[str]:
+    def lookup(layer: list[str]) -> dict[str, CoveredRow]:
+        stored = to_well_formed(layer)  # children as the record says them; ids as index.py stores them
+        rows = index.conn.execute(
+            f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({','.join('?' * len(stored))})",
+            (record, *stored),
+        ).fetchall()
+        by_id = {r[0]: (r[0], r[1], json.loads(r[2])) for r in rows}
+        return {asked: by_id[key] for asked, key in zip(layer, stored, strict=True) if key in by_id}
+
+    return covered_exchanges(node_id, level, lookup)
 
 
 def _match(index: SearchIndex, row: Sequence[Any], snippet: str, score: float | None) -> SearchMatch:
@@ -304,7 +319,7 @@ def search_history(
     ``ranking`` weighs the rules of ``terms`` ranking; ``now`` anchors relative times in a
     ``terms`` query ("last May"; default: the clock).
     """
-    _check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
+    check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
     after, before = time_range(from_, to)
     if folders is not None and _covers_index(index, folders):
         folders = None  # the common case: every indexed record is in scope, so no filter
@@ -414,6 +429,13 @@ def _result(
             text = _exact_text(_rows(index, [row[0]])[0]) if row[18] else _exact_text(row)
             snippet = snippet_at(text, _utf16_index(text.lower(), needle))
         matches.append(_match(index, row, snippet, None))
+    return search_result(query, match, matches, total, offset, limit)
+
+
+def search_result(
+    query: str, match: MatchMode, matches: list[SearchMatch], total: int, offset: int, limit: int
+) -> SearchResult:
+    """A page of hits with pbot's ``nextOffset`` (local and team search alike)."""
     return SearchResult(
         query=query,
         match=match,
@@ -592,13 +614,7 @@ def _terms(
         matches.append(
             _match(index, row, snippet_at(text, min(hits) if hits else 0), round(scores[row[0]], 6))
         )
-    return SearchResult(
-        query=query,
-        match="terms",
-        matches=matches,
-        total=total,
-        next_offset=offset + limit if offset + limit < total else None,
-    )
+    return search_result(query, "terms", matches, total, offset, limit)
 
 
 # ---- read ------------------------------------------------------------------------------
@@ -661,7 +677,7 @@ def read_node(
     children_offset: int = 0,
 ) -> NodePage:
     """A page of one node's text with its parents and a page of its children."""
-    _check_page(offset, limit, MAX_READ_LIMIT, "read")
+    check_page(offset, limit, MAX_READ_LIMIT, "read")
     if children_offset < 0:
         raise QueryError(Argument("childrenOffset"), f" must be 0 or more (got {children_offset})")
     row = _node_row(index, node_id)
