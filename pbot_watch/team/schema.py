@@ -67,6 +67,65 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX pbot_nodes_by_id ON pbot_nodes(id);
     CREATE INDEX pbot_nodes_capped ON pbot_nodes(record_id) WHERE capped AND searchable;
     """,
+    # 2: exact totals of common queries kept as nodes change (``tallies.py``). A tally is a
+    # query (a LIKE pattern on ``text_lower``, or a tsquery on ``terms``); every statement that
+    # adds or removes nodes adds one row per tally it changes to ``pbot_tally_deltas``
+    # (insert-only, so writers never wait for each other on a counter row); the total is the
+    # sum of a tally's deltas, and searchers fold them into one row now and then. No foreign
+    # key: a tally dropped while a push runs must not fail the push (its late deltas are
+    # swept, or counted in when the same query is tallied again). The trigger functions run as
+    # the role that migrated (``SECURITY DEFINER``), so a writer needs no grant on the tallies.
+    """
+    CREATE TABLE pbot_tallies(
+      key text PRIMARY KEY,
+      mode text NOT NULL CHECK (mode IN ('literal', 'terms')),
+      pattern text,
+      query tsquery,
+      ready boolean NOT NULL DEFAULT false,
+      used_at timestamptz NOT NULL DEFAULT now(),
+      CHECK ((mode = 'literal') = (pattern IS NOT NULL) AND (mode = 'terms') = (query IS NOT NULL))
+    );
+    CREATE TABLE pbot_tally_deltas(key text NOT NULL, delta bigint NOT NULL);
+    CREATE INDEX pbot_tally_deltas_key ON pbot_tally_deltas(key);
+    CREATE FUNCTION pbot_tally_added() RETURNS trigger LANGUAGE plpgsql
+      SECURITY DEFINER SET search_path FROM CURRENT AS $$
+    BEGIN
+      INSERT INTO pbot_tally_deltas(key, delta)
+      SELECT t.key, count(*) FROM pbot_tallies t JOIN pbot_added n ON n.searchable AND
+        CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
+      GROUP BY t.key;
+      RETURN NULL;
+    END $$;
+    CREATE FUNCTION pbot_tally_removed() RETURNS trigger LANGUAGE plpgsql
+      SECURITY DEFINER SET search_path FROM CURRENT AS $$
+    BEGIN
+      INSERT INTO pbot_tally_deltas(key, delta)
+      SELECT t.key, -count(*) FROM pbot_tallies t JOIN pbot_removed n ON n.searchable AND
+        CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
+      GROUP BY t.key;
+      RETURN NULL;
+    END $$;
+    CREATE FUNCTION pbot_tally_changed() RETURNS trigger LANGUAGE plpgsql
+      SECURITY DEFINER SET search_path FROM CURRENT AS $$
+    BEGIN
+      INSERT INTO pbot_tally_deltas(key, delta)
+      SELECT key, sum(delta) FROM (
+        SELECT t.key, 1 AS delta FROM pbot_tallies t JOIN pbot_added n ON n.searchable AND
+          CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
+        UNION ALL
+        SELECT t.key, -1 FROM pbot_tallies t JOIN pbot_removed n ON n.searchable AND
+          CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
+      ) d GROUP BY key HAVING sum(delta) <> 0;
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER pbot_nodes_tally_insert AFTER INSERT ON pbot_nodes
+      REFERENCING NEW TABLE AS pbot_added FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally_added();
+    CREATE TRIGGER pbot_nodes_tally_delete AFTER DELETE ON pbot_nodes
+      REFERENCING OLD TABLE AS pbot_removed FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally_removed();
+    CREATE TRIGGER pbot_nodes_tally_update AFTER UPDATE ON pbot_nodes
+      REFERENCING OLD TABLE AS pbot_removed NEW TABLE AS pbot_added
+      FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally_changed();
+    """,
 )
 
 

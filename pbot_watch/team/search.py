@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +35,29 @@ from pbot_watch.search.pages import (
 )
 from pbot_watch.search.queries import (
     MIN_TRIGRAM_CHARS,
+    CoveredRow,
+    check_page,
+    covered_exchanges,
     page_text,
     preview,
+    search_result,
     snippet_at,
     time_range,
 )
 from pbot_watch.search.terms import query_terms
 from pbot_watch.search.tokens import is_cjk
 from pbot_watch.team.rows import pg_text, tsquery_of
+from pbot_watch.team.tallies import TALLY_MIN, Tally
 
 _COLUMNS = (
     "n.record_id, n.id, n.kind, n.level, n.text, n.text_json, n.from_, n.to_, n.ready, n.completed, "
     "n.entry_ids, n.children, n.parents, r.session_id, r.name, r.name_json, r.workspace, r.machine, r.os_user"
 )
 _FROM = "pbot_nodes n JOIN pbot_records r ON r.record_id = n.record_id"
+DENSE_HITS = 20_000
+"""Hits from which a page is found by walking the newest-first index rather than sorting hits."""
+TERMS_POOL = 2_000
+"""Matches a ``terms`` query ranks: its newest ones (all of them when fewer match)."""
 
 
 def like_pattern(needle: str) -> str:
@@ -117,6 +126,8 @@ class _Where:
             self.clauses.append(
                 f"n.record_id IN (SELECT record_id FROM pbot_records WHERE {' AND '.join(records)})"
             )
+        self.narrowing = bool(records) or after != -math.inf or before != math.inf
+        """Whether any filter is set: tallies count the whole index only."""
         if after != -math.inf:
             self.clauses.append("n.to_ms >= %(after)s")
             self.params["after"] = after
@@ -130,30 +141,38 @@ class _Where:
     def count(self, conn: psycopg.Connection, *extra: str) -> int:
         return int(_one(conn, f"SELECT count(*) FROM pbot_nodes n WHERE {self.sql(*extra)}", self.params))
 
-    def page(
-        self,
-        conn: psycopg.Connection,
-        extra: Sequence[str],
-        offset: int,
-        limit: int,
-        order: str = "n.to_ DESC, n.id",
-    ) -> list[Any]:
-        """A page of rows (``_COLUMNS``) in ``order``; the records joined after the page is cut."""
-        inner = order.replace("score", "ts_rank(n.terms, %(q)s::tsquery)")
-        score = ", ts_rank(n.terms, %(q)s::tsquery) AS score" if "score" in order else ""
-        sql = (
-            f"SELECT {_COLUMNS}{', n.score' if score else ''} FROM (SELECT n.*{score} FROM pbot_nodes n "
-            f"WHERE {self.sql(*extra)} ORDER BY {inner} LIMIT %(limit)s OFFSET %(offset)s) n "
-            f"JOIN pbot_records r ON r.record_id = n.record_id ORDER BY {order}"
+    def keys(
+        self, conn: psycopg.Connection, extra: Sequence[str], offset: int, limit: int, *, counted: bool
+    ) -> tuple[list[tuple[str, str]], int | None]:
+        """A page of hits' ``(record_id, id)``, newest first, and the total when ``counted``.
+
+        The total comes from the same pass (a window count over the narrow rows): a count of
+        its own would test every candidate's text a second time. A page past the end has no
+        row to carry it: then it is ``None``.
+        """
+        window = ", count(*) OVER ()" if counted else ""
+        rows = conn.execute(
+            f"SELECT n.record_id, n.id{window} FROM pbot_nodes n WHERE {self.sql(*extra)} "
+            "ORDER BY n.to_ DESC, n.id LIMIT %(limit)s OFFSET %(offset)s",
+            {**self.params, "limit": limit, "offset": offset},
+        ).fetchall()
+        total = int(rows[0][2]) if counted and rows else None
+        return [(row[0], row[1]) for row in rows], total
+
+
+def _rows(conn: psycopg.Connection, keys: Sequence[tuple[str, str]]) -> list[Any]:
+    """The full rows (``_COLUMNS``) of these nodes, in this order."""
+    if not keys:
+        return []
+    found = {
+        (row[0], row[1]): row
+        for row in conn.execute(
+            f"SELECT {_COLUMNS} FROM {_FROM} WHERE (n.record_id, n.id) IN "
+            "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+            ([k[0] for k in keys], [k[1] for k in keys]),
         )
-        return conn.execute(sql, {**self.params, "limit": limit, "offset": offset}).fetchall()
-
-
-def _check_page(offset: int, limit: int, maximum: int, what: str) -> None:
-    if offset < 0:
-        raise QueryError(f"offset must be 0 or more (got {offset})")
-    if not 1 <= limit <= maximum:
-        raise QueryError(f"{what} limit must be between 1 and {maximum} (got {limit})")
+    }
+    return [found[key] for key in keys if key in found]
 
 
 def team_search(
@@ -170,7 +189,7 @@ def team_search(
     user: str | None = None,
 ) -> SearchResult:
     """``search_history`` over the team index (see the module's docstring for the rules)."""
-    _check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
+    check_page(offset, limit, MAX_SEARCH_LIMIT, "search")
     after, before = time_range(from_, to)
     where = _Where(session_id, workspace, machine, user, after, before)
     needle = pg_text(js_trim(query).lower())[0]
@@ -180,7 +199,11 @@ def team_search(
         return _terms(conn, query, where, offset, limit)
     where.params["pattern"] = like_pattern(needle)
     clauses = ["n.searchable", "n.text_lower LIKE %(pattern)s"]
-    if len(needle) < MIN_TRIGRAM_CHARS and all(is_cjk(ch) for ch in needle):
+    tally = None if where.narrowing else Tally("literal", where.params["pattern"])
+    total = tally.total(conn) if tally is not None else None
+    tallied = total is not None
+    dense = total is not None and _dense(conn, total)
+    if not dense and len(needle) < MIN_TRIGRAM_CHARS and all(is_cjk(ch) for ch in needle):
         # One or two CJK characters are a term of the vector: it narrows, LIKE decides.
         where.params["token"] = tsquery_of([needle])
         # (Two indexed arms joined in a subquery: an OR of them in the WHERE scans every node.)
@@ -189,17 +212,50 @@ def team_search(
             "(n.record_id, n.id) IN (SELECT record_id, id FROM pbot_nodes WHERE searchable AND "
             "terms @@ %(token)s::tsquery UNION ALL SELECT record_id, id FROM pbot_nodes WHERE capped AND searchable)",
         )
-    total = where.count(conn, *clauses)
-    rows = where.page(conn, clauses, offset, limit)
+    keys, counted = where.keys(conn, clauses, offset, limit, counted=not tallied)
+    if total is None:
+        total = counted if counted is not None else where.count(conn, *clauses)
     matches = []
+    rows = _rows(conn, keys)
+    covered = _covers(conn, rows)
     for row in rows:
         text = _exact(row[4], row[5])
         lowered = text.lower()
         found = lowered.find(needle)
         hit = found if found <= 0 else utf16_len(lowered[:found])
-        matches.append(_match(conn, row, text, snippet_at(text, hit), None))
+        matches.append(_match(row, text, snippet_at(text, hit), None, covered(row)))
     conn.rollback()
-    return _result(query, "literal", matches, total, offset, limit)
+    _keep_tally(conn, tally, tallied, total, lambda c: where.count(c, *clauses))
+    return search_result(query, "literal", matches, total, offset, limit)
+
+
+def _dense(conn: psycopg.Connection, total: int) -> bool:
+    """For a query with many hits, walk the newest-first index and test each node until a page is full.
+
+    The planner cannot tell how common a substring is; the tally can. A bitmap of a common
+    needle's candidates means testing and sorting every hit to keep twenty.
+    """
+    if total < DENSE_HITS:
+        return False
+    conn.execute("SET LOCAL enable_bitmapscan = off")
+    return True
+
+
+def _keep_tally(
+    conn: psycopg.Connection,
+    tally: Tally | None,
+    tallied: bool,
+    total: int,
+    count: Callable[[psycopg.Connection], int],
+) -> None:
+    """After a search: keep its tally up, or tally it when it had many hits."""
+    if tally is None:
+        return
+    if tallied:
+        tally.keep_up(conn)
+    elif total >= TALLY_MIN:
+        tally.register(conn, count)
+    conn.rollback()
 
 
 def _one(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> Any:
@@ -208,60 +264,61 @@ def _one(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> Any:
     return row[0]
 
 
-def _result(
-    query: str, match: MatchMode, matches: list[SearchMatch], total: int, offset: int, limit: int
-) -> SearchResult:
-    return SearchResult(
-        query=query,
-        match=match,
-        matches=matches,
-        total=total,
-        next_offset=offset + limit if offset + limit < total else None,
-    )
-
-
 def _listing(
     conn: psycopg.Connection, query: str, match: MatchMode, where: _Where, offset: int, limit: int
 ) -> SearchResult:
     """No query: the session nodes, newest first (a record's session node has the record's id)."""
     clauses = ["n.kind = 'session'", "n.id = n.record_id"]
-    total = where.count(conn, *clauses)
-    rows = where.page(conn, clauses, offset, limit)
-    matches = [_match(conn, row, _exact(row[4], row[5]), "", None) for row in rows]
+    keys, total = where.keys(conn, clauses, offset, limit, counted=True)
+    if total is None:
+        total = where.count(conn, *clauses)
+    rows = _rows(conn, keys)
+    covered = _covers(conn, rows)
+    matches = [_match(row, _exact(row[4], row[5]), "", None, covered(row)) for row in rows]
     conn.rollback()
-    return _result(query, match, matches, total, offset, limit)
+    return search_result(query, match, matches, total, offset, limit)
 
 
 def _terms(conn: psycopg.Connection, query: str, where: _Where, offset: int, limit: int) -> SearchResult:
     wanted = query_terms(query)
     if not wanted:
-        return _result(query, "terms", [], 0, offset, limit)
+        return search_result(query, "terms", [], 0, offset, limit)
     where.params["q"] = tsquery_of(wanted)
     clauses = ["n.searchable", "n.terms @@ %(q)s::tsquery"]
-    total = where.count(conn, *clauses)
-    rows = where.page(conn, clauses, offset, limit, order="score DESC, n.to_ DESC, n.id")
-    best = rows[0][-1] if rows and offset == 0 else None
-    if best is None and rows:
-        best = _one(
-            conn,
-            f"SELECT max(ts_rank(n.terms, %(q)s::tsquery)) FROM pbot_nodes n WHERE {where.sql(*clauses)}",
-            where.params,
-        )
+    tally = None if where.narrowing else Tally("terms", where.params["q"])
+    total = tally.total(conn) if tally is not None else None
+    tallied = total is not None
+    if total is None:
+        total = where.count(conn, *clauses)
+    _dense(conn, total)
+    # Rank the newest matches (TERMS_POOL): ts_rank of every node holding a common word is
+    # most of a second at a million exchanges; the best score among them is the 1.0 of scores.
+    ranked = conn.execute(
+        "SELECT record_id, id, score, max(score) OVER () FROM (SELECT n.record_id, n.id, n.to_, "
+        "ts_rank(n.terms, %(q)s::tsquery) AS score FROM (SELECT n.record_id, n.id, n.to_, n.terms "
+        f"FROM pbot_nodes n WHERE {where.sql(*clauses)} ORDER BY n.to_ DESC, n.id LIMIT %(pool)s) n) n "
+        "ORDER BY score DESC, to_ DESC, id LIMIT %(limit)s OFFSET %(offset)s",
+        {**where.params, "pool": max(TERMS_POOL, offset + limit), "limit": limit, "offset": offset},
+    ).fetchall()
+    scores = {(row[0], row[1]): float(row[2]) / float(row[3]) if row[3] else 0.0 for row in ranked}
     matches = []
+    rows = _rows(conn, [(r[0], r[1]) for r in ranked])
+    covered = _covers(conn, rows)
     for row in rows:
         text = _exact(row[4], row[5])
         lowered = text.lower()
         hits = [lowered.find(term) for term in wanted if lowered.find(term) >= 0]
         first = min(hits) if hits else -1
         hit = first if first <= 0 else utf16_len(lowered[:first])
-        score = float(row[-1]) / float(best) if best else 0.0
-        matches.append(_match(conn, row, text, snippet_at(text, hit), round(score, 4)))
+        score = round(scores[row[0], row[1]], 4)
+        matches.append(_match(row, text, snippet_at(text, hit), score, covered(row)))
     conn.rollback()
-    return _result(query, "terms", matches, total, offset, limit)
+    _keep_tally(conn, tally, tallied, total, lambda c: where.count(c, *clauses))
+    return search_result(query, "terms", matches, total, offset, limit)
 
 
 def _match(
-    conn: psycopg.Connection, row: Sequence[Any], text: str, snippet: str, score: float | None
+    row: Sequence[Any], text: str, snippet: str, score: float | None, exchanges: list[str]
 ) -> SearchMatch:
     return SearchMatch.model_validate(
         {
@@ -269,31 +326,31 @@ def _match(
             "snippet": snippet,
             "parents": row[12],
             "children": row[11],
-            "exchanges": _covered(conn, row[0], row[1], row[3]),
+            "exchanges": exchanges,
             "score": score,
         }
     )
 
 
-def _covered(conn: psycopg.Connection, record_id: str, node_id: str, level: int) -> list[str]:
-    """The exchanges under a summary, in order, walking its children level by level."""
-    if level == 0:
-        return [node_id]
-    if level < 0:
-        return []
-    layer = [node_id]
-    while True:
-        found = {
-            row[0]: row
-            for row in conn.execute(
-                "SELECT id, level, children FROM pbot_nodes WHERE record_id = %s AND id = ANY(%s)",
-                (record_id, layer),
-            )
-        }
-        rows = [found[i] for i in layer if i in found]
-        if not rows or all(r[1] == 0 for r in rows):
-            return [r[0] for r in rows if r[1] == 0]
-        layer = [child for r in rows for child in (r[2] if r[1] > 0 else [r[0]])]
+def _covers(conn: psycopg.Connection, rows: Sequence[Any]) -> Callable[[Any], list[str]]:
+    """The exchanges under each hit of a page (``covered_exchanges``), from one read of their records.
+
+    A walk per summary cost a round trip per level: most of a search's time on a busy server.
+    """
+    records = sorted({row[0] for row in rows if row[3] > 0})
+    nodes: dict[str, dict[str, CoveredRow]] = {record: {} for record in records}
+    if records:
+        for record_id, node_id, level, children in conn.execute(
+            "SELECT record_id, id, level, children FROM pbot_nodes WHERE record_id = ANY(%s) AND level >= 0",
+            (records,),
+        ):
+            nodes[record_id][node_id] = (node_id, level, children)
+
+    def covered(row: Any) -> list[str]:
+        known = nodes.get(row[0], {})
+        return covered_exchanges(row[1], row[3], lambda layer: {i: known[i] for i in layer if i in known})
+
+    return covered
 
 
 def _briefs(conn: psycopg.Connection, record_id: str, ids: list[str]) -> list[dict[str, Any]]:
@@ -316,7 +373,7 @@ def team_read(
     children_offset: int = 0,
 ) -> NodePage:
     """``read_node`` on a team node: a page of its text, its parents and a page of its children."""
-    _check_page(offset, limit, MAX_READ_LIMIT, "read")
+    check_page(offset, limit, MAX_READ_LIMIT, "read")
     if children_offset < 0:
         raise QueryError(f"children offset must be 0 or more (got {children_offset})")
     row = conn.execute(
