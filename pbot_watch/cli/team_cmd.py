@@ -59,9 +59,7 @@ def push_command(watch: bool, interval: float) -> None:
 
         settings = load_settings()
         dsn = require_enabled(settings)
-        gate, why = secret_gate()
-        if why:
-            click.echo(f"warning: {why}", err=True)
+        gate = secret_gate()
         if not settings.team.workspaces:
             click.echo("warning: team.workspaces allows no workspace: nothing leaves this machine", err=True)
         pusher = TeamPusher(settings, dsn, gate, local_folders(settings))

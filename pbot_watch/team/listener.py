@@ -36,8 +36,7 @@ class TeamListener:
 
     def __init__(self, settings: Settings, dsn: str) -> None:
         self.settings = settings
-        gate, self.gate_warning = secret_gate()
-        self.pusher = TeamPusher(settings, dsn, gate)
+        self.pusher = TeamPusher(settings, dsn, secret_gate())
         self.server = describe(dsn)
         self._queue: dict[Path, None] = {}
         self._wake = threading.Condition()
@@ -68,8 +67,6 @@ class TeamListener:
         }
         if self._last_error:
             out["last_error"] = self._last_error
-        if self.gate_warning:
-            out["gate"] = self.gate_warning
         return out
 
     def stop(self, timeout: float = 5.0) -> None:

@@ -80,13 +80,3 @@ def machine(isolated_home: Path, tmp_path: Path, team_dsn: str, monkeypatch: pyt
 # install has it, so this only spares a checkout installed for other work.
 if importlib.util.find_spec("psycopg") is None:
     collect_ignore_glob = ["test_*.py"]
-
-
-@pytest.fixture
-def gate_open() -> None:
-    """Tests of what leaves need the redaction core: without it the gate holds every text back."""
-    from pbot_watch.team.gate import secret_gate
-
-    _gate, why = secret_gate()
-    if why is not None:
-        pytest.skip(f"the redaction gate is closed: {why}")

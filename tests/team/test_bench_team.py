@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.cli import bench
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("gate_open")]
+pytestmark = pytest.mark.slow
 
 
 def test_team_scale_smoke() -> None:

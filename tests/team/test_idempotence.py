@@ -35,7 +35,7 @@ def _pusher(tmp_path: Path, name: str, dsn: str, archive: Path) -> TeamPusher:
             "team": {"enabled": True, "workspaces": ["*"], "batch_records": 7},
         }
     )
-    gate, _ = secret_gate()
+    gate = secret_gate()
     return TeamPusher(settings, dsn, gate, [(archive, None)])
 
 
@@ -62,7 +62,7 @@ def _expected_nodes(archive: Path) -> int:
 
 
 @pytest.fixture
-def initialised(team_dsn: str, gate_open: None) -> str:
+def initialised(team_dsn: str) -> str:
     with psycopg.connect(team_dsn) as conn:
         migrate(conn)
     return team_dsn

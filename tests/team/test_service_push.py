@@ -15,7 +15,7 @@ from tests.support.postgres import PortProxy, PostgresServer
 from tests.support.service import ServiceProcess, wait_for
 from tests.team.conftest import write_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("gate_open")]
+pytestmark = pytest.mark.slow
 
 PLANTED = "sk-" + "Zq8Xw2Lr5Tn7Vb3Mk9Pd4Hs6"  # the shape of an API key, made up for this test
 
