@@ -87,44 +87,31 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE pbot_tally_deltas(key text NOT NULL, delta bigint NOT NULL);
     CREATE INDEX pbot_tally_deltas_key ON pbot_tally_deltas(key);
-    CREATE FUNCTION pbot_tally_added() RETURNS trigger LANGUAGE plpgsql
+    CREATE FUNCTION pbot_tally_hit(t pbot_tallies, searchable boolean, lowered text, terms tsvector)
+      RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+      SELECT searchable AND CASE WHEN t.mode = 'literal' THEN lowered LIKE t.pattern ELSE terms @@ t.query END
+    $$;
+    CREATE FUNCTION pbot_tally() RETURNS trigger LANGUAGE plpgsql
       SECURITY DEFINER SET search_path FROM CURRENT AS $$
     BEGIN
-      INSERT INTO pbot_tally_deltas(key, delta)
-      SELECT t.key, count(*) FROM pbot_tallies t JOIN pbot_added n ON n.searchable AND
-        CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
-      GROUP BY t.key;
-      RETURN NULL;
-    END $$;
-    CREATE FUNCTION pbot_tally_removed() RETURNS trigger LANGUAGE plpgsql
-      SECURITY DEFINER SET search_path FROM CURRENT AS $$
-    BEGIN
-      INSERT INTO pbot_tally_deltas(key, delta)
-      SELECT t.key, -count(*) FROM pbot_tallies t JOIN pbot_removed n ON n.searchable AND
-        CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
-      GROUP BY t.key;
-      RETURN NULL;
-    END $$;
-    CREATE FUNCTION pbot_tally_changed() RETURNS trigger LANGUAGE plpgsql
-      SECURITY DEFINER SET search_path FROM CURRENT AS $$
-    BEGIN
-      INSERT INTO pbot_tally_deltas(key, delta)
-      SELECT key, sum(delta) FROM (
-        SELECT t.key, 1 AS delta FROM pbot_tallies t JOIN pbot_added n ON n.searchable AND
-          CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
-        UNION ALL
-        SELECT t.key, -1 FROM pbot_tallies t JOIN pbot_removed n ON n.searchable AND
-          CASE WHEN t.mode = 'literal' THEN n.text_lower LIKE t.pattern ELSE n.terms @@ t.query END
-      ) d GROUP BY key HAVING sum(delta) <> 0;
+      -- (Each branch names a transition table only the triggers of its operations define.)
+      IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO pbot_tally_deltas(key, delta) SELECT t.key, count(*) FROM pbot_tallies t
+          JOIN pbot_added n ON pbot_tally_hit(t, n.searchable, n.text_lower, n.terms) GROUP BY t.key;
+      END IF;
+      IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        INSERT INTO pbot_tally_deltas(key, delta) SELECT t.key, -count(*) FROM pbot_tallies t
+          JOIN pbot_removed n ON pbot_tally_hit(t, n.searchable, n.text_lower, n.terms) GROUP BY t.key;
+      END IF;
       RETURN NULL;
     END $$;
     CREATE TRIGGER pbot_nodes_tally_insert AFTER INSERT ON pbot_nodes
-      REFERENCING NEW TABLE AS pbot_added FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally_added();
+      REFERENCING NEW TABLE AS pbot_added FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally();
     CREATE TRIGGER pbot_nodes_tally_delete AFTER DELETE ON pbot_nodes
-      REFERENCING OLD TABLE AS pbot_removed FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally_removed();
+      REFERENCING OLD TABLE AS pbot_removed FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally();
     CREATE TRIGGER pbot_nodes_tally_update AFTER UPDATE ON pbot_nodes
       REFERENCING OLD TABLE AS pbot_removed NEW TABLE AS pbot_added
-      FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally_changed();
+      FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally();
     """,
 )
 

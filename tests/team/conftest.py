@@ -7,10 +7,14 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.postgres import PostgresServer, Unavailable
+
+if TYPE_CHECKING:
+    from pbot_watch.team.push import PushReport, TeamPusher
 
 _numbers = itertools.count()
 
@@ -74,6 +78,22 @@ def machine(isolated_home: Path, tmp_path: Path, team_dsn: str, monkeypatch: pyt
     write_config(isolated_home, "laptop", [str(workspace)])
     monkeypatch.setenv("PBOT_WATCH_TEAM_DSN", team_dsn)
     return TeamSpace(isolated_home, workspace, team_dsn)
+
+
+def push_archive(state: Path, dsn: str, archive: Path) -> tuple[TeamPusher, PushReport]:
+    """The schema made and a central archive folder pushed, as one machine's ``team push`` would."""
+    import psycopg
+
+    from pbot_watch.config import Settings
+    from pbot_watch.team.gate import secret_gate
+    from pbot_watch.team.push import TeamPusher
+    from pbot_watch.team.schema import migrate
+
+    with psycopg.connect(dsn) as conn:
+        migrate(conn)
+    settings = Settings.model_validate({"state_dir": state, "team": {"enabled": True, "workspaces": ["*"]}})
+    pusher = TeamPusher(settings, dsn, secret_gate(), [(archive, None)])
+    return pusher, pusher.catch_up()
 
 
 # Without the `team` extra (psycopg) these tests cannot even be imported; README's and CI's test

@@ -9,15 +9,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pbot_watch.config import Settings
 from pbot_watch.history.jstext import dumps
 from pbot_watch.history.nodes import SessionHistory, index_history
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.search.queries import search_history
-from pbot_watch.team.gate import secret_gate
-from pbot_watch.team.push import TeamPusher
-from pbot_watch.team.schema import migrate
 from pbot_watch.team.search import team_read, team_search
+from tests.team.conftest import push_archive
 
 PIECES = [
     "Error",
@@ -130,15 +127,10 @@ def both(tmp_path: Path, team_dsn: str) -> Iterator[tuple[SearchIndex, psycopg.C
     _write_archive(archive, random.Random(18))
     index = SearchIndex(tmp_path / "search.db")
     index.rebuild([RecordFolder(archive, None)])
-    settings = Settings.model_validate(
-        {"state_dir": tmp_path / "state", "team": {"enabled": True, "workspaces": ["*"]}}
-    )
-    conn = psycopg.connect(team_dsn)
-    migrate(conn)
-    gate = secret_gate()
-    pusher = TeamPusher(settings, team_dsn, gate, [(archive, None)])
-    assert pusher.catch_up().pushed == 12
+    pusher, report = push_archive(tmp_path / "state", team_dsn, archive)
     pusher.close()
+    assert report.pushed == 12
+    conn = psycopg.connect(team_dsn)
     try:
         yield index, conn
     finally:

@@ -15,16 +15,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pbot_watch.config import Settings
 from pbot_watch.history.jstext import dumps
 from pbot_watch.history.nodes import SessionHistory, index_history
 from pbot_watch.search.index import RecordFolder, SearchIndex
 from pbot_watch.search.queries import search_history
-from pbot_watch.team.gate import secret_gate
 from pbot_watch.team.push import TeamPusher
-from pbot_watch.team.schema import migrate
 from pbot_watch.team.search import like_pattern, team_search
 from pbot_watch.team.tallies import FOLD_ROWS, TALLY_MIN
+from tests.team.conftest import push_archive
 
 EXCHANGES = 2 * TALLY_MIN + 200
 
@@ -69,14 +67,8 @@ def _tallies(conn: psycopg.Connection) -> dict[str, bool]:
 def team(tmp_path: Path, team_dsn: str) -> Iterator[tuple[Path, TeamPusher, psycopg.Connection]]:
     archive = tmp_path / "archive"
     _write(archive, _record("big", EXCHANGES, "tallyword"))
-    settings = Settings.model_validate(
-        {"state_dir": tmp_path / "state", "team": {"enabled": True, "workspaces": ["*"]}}
-    )
+    pusher, _ = push_archive(tmp_path / "state", team_dsn, archive)
     conn = psycopg.connect(team_dsn)
-    migrate(conn)
-    gate = secret_gate()
-    pusher = TeamPusher(settings, team_dsn, gate, [(archive, None)])
-    pusher.catch_up()
     try:
         yield archive, pusher, conn
     finally:
@@ -174,14 +166,7 @@ def test_deltas_fold_and_a_reader_counts_for_itself(
         index.rebuild([RecordFolder(archive, None)])
         with psycopg.connect(pusher.dsn, autocommit=True) as admin:
             admin.execute("DELETE FROM pbot_records")  # the nodes go with them
-        fresh = TeamPusher(
-            pusher.settings.model_copy(update={"state_dir": tmp_path / "state-2"}),
-            pusher.dsn,
-            pusher.gate,
-            pusher.folders,
-        )
-        fresh.catch_up()
-        fresh.close()
+        push_archive(tmp_path / "state-2", pusher.dsn, archive)[0].close()
         for needle in ("tallyword", "数据"):
             assert team_search(conn, needle).total == search_history(index, needle).total
             assert team_search(conn, needle).total == search_history(index, needle).total
