@@ -13,7 +13,8 @@ Zipf-distributed words, as ``search_latency.py`` does, with ready summaries), th
 4. **chaos**: every machine's archive changes (new records, rewritten summaries) and is pushed
    again while pushers are killed at random (``--kills`` SIGKILLs) and the server is restarted
    (``--restarts``); then one last push per machine, and a check that the index holds exactly
-   the records and nodes of the archives (none lost, none twice).
+   the records and nodes of the archives (none lost, none twice), and that every tally the
+   searches made still equals a plain count of its query.
 
 The server is started here (``tests/support/postgres.py``: initdb in a temporary folder, as the
 ``postgres`` user when run as root) unless ``--dsn`` names one. Run by hand:
@@ -262,6 +263,26 @@ def verify(dsn: str, folders: list[Path]) -> tuple[int, int, int]:
     return missing, wrong + extra, int(stale[0])
 
 
+def check_tallies(dsn: str) -> tuple[int, int]:
+    """(tallies, tallies whose total differs from a plain count of their query) after the chaos."""
+    wrong = 0
+    with psycopg.connect(dsn) as conn:
+        tallies = conn.execute(
+            "SELECT key, mode, pattern, query::text FROM pbot_tallies WHERE ready"
+        ).fetchall()
+        for key, mode, pattern, query in tallies:
+            kept = conn.execute(
+                "SELECT coalesce(sum(delta), 0) FROM pbot_tally_deltas WHERE key = %s", (key,)
+            ).fetchone()
+            test = "text_lower LIKE %s" if mode == "literal" else "terms @@ %s::tsquery"
+            counted = conn.execute(
+                f"SELECT count(*) FROM pbot_nodes WHERE searchable AND {test}",
+                (pattern if mode == "literal" else query,),
+            ).fetchone()
+            wrong += kept != counted
+    return len(tallies), wrong
+
+
 def searchable_latency(folder: Path, state: Path, dsn: str, samples: int) -> list[float]:
     """Seconds from a record written to a team search finding it, through the service's pusher."""
     settings = Settings.model_validate(
@@ -372,6 +393,10 @@ def main() -> None:
         print(
             f"chaos: {killed} pushers killed, {restarted} server restarts; then one push each: "
             f"{missing} records missing, {wrong} records with wrong or extra nodes, {stale} round-2 summaries present"
+        )
+        tallies, off = check_tallies(dsn)
+        print(
+            f"tallies kept through the chaos: {tallies}, {off} with a total other than a count of their query"
         )
     finally:
         if server is not None:

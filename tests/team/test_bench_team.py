@@ -24,3 +24,4 @@ def test_team_scale_smoke() -> None:
     assert "searchable after written" in result.stdout
     assert "literal  zh 1 char" in result.stdout
     assert "0 records missing, 0 records with wrong or extra nodes" in result.stdout
+    assert "tallies kept through the chaos: 0, 0 with a total other" in result.stdout
