@@ -50,8 +50,12 @@ class QueryContext:
         return [f.path for f in self.folders]
 
 
-def resolve_settings(sessions: Sequence[Path] = (), archive: Path | None = None) -> Settings:
-    """The settings a query runs under: command-line roots first, then the usual sources."""
+def settings_for_query(sessions: Sequence[Path] = (), archive: Path | None = None) -> Settings:
+    """The settings a query runs under: command-line roots first, then the usual sources.
+
+    Not ``config.resolve_settings``, which merges every layer and keeps where each value came
+    from (for ``pbot-watch config``); this is ``load_settings`` with a query's two flags.
+    """
     return load_settings({"sessions": list(sessions) or None, "archive": archive})
 
 

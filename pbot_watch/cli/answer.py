@@ -33,9 +33,9 @@ def answering(
     exit 4: ``pbot_watch.errors.exit_code``, applied by the command group.
     """
     from pbot_watch.display import language, relabel_model  # noqa: PLC0415 - keep --help fast
-    from pbot_watch.query import resolve_settings, run_query  # noqa: PLC0415 - keep --help fast
+    from pbot_watch.query import run_query, settings_for_query  # noqa: PLC0415 - keep --help fast
 
-    settings = resolve_settings(sessions, archive)
+    settings = settings_for_query(sessions, archive)
     result = run_query(settings, answer, history=history, memory=memory)
     return relabel_model(result, language(settings.display_labels)) if human else result
 

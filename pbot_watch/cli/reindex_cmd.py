@@ -25,11 +25,11 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     from pbot_watch.catalog import Scope  # noqa: PLC0415
     from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
-    from pbot_watch.query import open_index, resolve_settings  # noqa: PLC0415
+    from pbot_watch.query import open_index, settings_for_query  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
     from pbot_watch.sqlite import is_corrupt  # noqa: PLC0415
 
-    settings = resolve_settings(sessions, archive)
+    settings = settings_for_query(sessions, archive)
     started = time.monotonic()
     index = open_index(settings)
     # The steps are the bar's units: each one is a single call into the index.

@@ -22,9 +22,9 @@ def secrets_group() -> None:
 
 
 def _settings(sessions: tuple[Path, ...], archive: Path | None) -> Settings:
-    from pbot_watch.query import resolve_settings  # noqa: PLC0415
+    from pbot_watch.query import settings_for_query  # noqa: PLC0415
 
-    return resolve_settings(sessions, archive)  # a bad setting: exit 2, as from every command
+    return settings_for_query(sessions, archive)  # a bad setting: exit 2, as from every command
 
 
 def _record_paths(settings: Settings) -> list[Path]:
