@@ -1,1 +1,9 @@
-"""Records on disk: atomic writes, where records live, merging with what another writer left."""
+"""Records on disk: atomic writes, where records live, merging with what another writer left.
+
+* ``atomic``: replace a file so a reader sees the old one or the new one, never a torn one.
+* ``files``: find a session's existing record; write only what changed.
+* ``locations``: a workspace's record folder, and which workspaces take records.
+* ``legacy``: personal-bot's user-level records moved into their workspaces.
+* ``provenance``: which machine and user wrote a record, as labels safe to share.
+* ``stamp``: a file's stamp, so a cache knows when to read it again.
+"""

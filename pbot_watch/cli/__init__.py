@@ -6,6 +6,11 @@ registers itself on ``main`` when imported; ``COMMANDS`` says which module holds
 and the one line ``pbot-watch --help`` shows for it, so the overview imports no command at all
 (a test keeps those lines equal to the commands' own). Importing this package must stay cheap
 (click and nothing else): ``status`` and ``--help`` answer in a fraction of a second.
+
+Beside the ``*_cmd`` modules (one per command, named in ``COMMANDS``): ``answer`` (what the
+query commands share), ``team_answer`` (``--team`` on them), ``options`` (options declared
+once), ``errors`` (expected failures and exit codes), ``console`` (rich output) and
+``progress`` (progress bars).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """``pbot-watch mcp``: the tools (``pbot_watch.tools``) as Model Context Protocol tools, over stdio.
 
+* ``server``: the registry's tools as MCP tool definitions, its answers as MCP results.
+* ``stdio``: serving on stdin and stdout until the client closes stdin.
+
 Why the SDK's low-level ``Server`` and not ``MCPServer`` (mcp 2.x's FastMCP): ``MCPServer``
 derives each input schema from a Python signature and validates with pydantic's own messages;
 our tools bring their own schemas, validation and wording, so this package is only the

@@ -1,5 +1,17 @@
 """pi-echo's raw memory: every message of a branch as recallable sources, and the memory cues.
 
-``extract`` (entries -> sources, pure), ``handles`` (opaque handles and cursors, pure),
-``index`` (the memory tables in ``search.db``), ``query`` (``search_memory``, ``recall``).
+Raw memory:
+
+* ``extract``: entries -> sources, line-numbered source text (pure).
+* ``texts``: how a source's text is kept, and what the FTS tables index (pure).
+* ``handles``: opaque handles and memory-search cursors (pure).
+* ``index``: the memory tables in ``search.db``, kept in step with the session files.
+* ``listener``: the service's side: raw memory from the entries it parses anyway.
+* ``query``: ``search_memory`` and ``recall``.
+
+Memory cues:
+
+* ``branch``: what a branch's compactions took out of the model's context (pure).
+* ``cues``: the short, fading list of that tool work (pure).
+* ``cue_text``: how one cue line reads (pure); ``cue_tokens``: what the block costs, in tokens.
 """

@@ -3,7 +3,9 @@
 ``redact(text)`` replaces each secret by ``[redacted:<kind>]``; ``find_secrets(text)`` says where
 they are (never what); ``holds_secret(text)`` is the fail-closed gate for anything that sends
 text off the machine: it refuses what any rule still matches. The rule table is ``RULES``
-(``pbot_watch/redact/rules.py`` documents each kind, its shape and its guards).
+(``pbot_watch/redact/rules.py`` documents each kind, its shape and its guards). ``core`` finds
+and replaces (pure); ``policy`` holds whether this process redacts and ``scrub``, what every
+boundary calls; ``rules`` is the table; ``audit`` is ``pbot-watch secrets scan`` and ``scrub`` over an archive.
 
 The names are loaded on first use: compiling the rules costs tens of milliseconds, which a
 command that redacts nothing (``--help``, ``status``) should not pay.

@@ -2,4 +2,14 @@
 
 Nothing here is a source of truth: every table can be rebuilt from the record files and the
 session files alone. Importing this package must stay light (no litellm, no watchdog).
+
+* ``index``: the index in SQLite FTS5 (``search.db``); ``held``: the index as a long-lived
+  process holds it.
+* ``discover``: which record folders a query must look at.
+* ``queries``: search and read with personal-bot 0.2.3's semantics; ``ranking``: how ``terms``
+  search orders hits; ``pools``: the best nodes of a common term, remembered.
+* ``tokens``, ``terms``, ``unicode_classes``: what a word is, and the ranking terms.
+* ``dates``, ``when``: the times a query names; ``session_ids``: a session id as a person types it.
+* ``models``: the JSON shapes of search, read, memory search, recall and cues.
+* ``errors``: what a query can get wrong, as types; ``render``: helpers for human output.
 """

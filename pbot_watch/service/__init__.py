@@ -6,13 +6,16 @@ Modules, in the order data flows through them:
 * ``snapshot``: reconcile scans and a pure diff of two scans (events can be lost).
 * ``tail``: the ``Indexer`` with persisted cursors (``state``) and a bounded memory.
 * ``schedule``: ``ReadSchedule``: when each changed file is read (debounce, back-off).
+* ``catchup``: the start scan's catch-up (what is left to read, how fast), for status.
 * ``idle``: the idle clock that runs and cancels the idle worker (summaries).
 * ``run``: ``Service``: startup, the main loop, shutdown, signals.
 * ``lock``, ``status``: one instance per user, and the status file's model.
-* ``reporter``: ``StatusReporter``: builds and writes the status file, keeps the heartbeat.
+* ``reporter``: ``StatusReporter``: builds and writes the status file, keeps the heartbeat;
+  ``status_file``: reading it and judging whether the service runs (standard library only).
 * ``allocator``: the C allocator for ``run`` and handing freed heap back to the system.
 * ``hooks``, ``extensions``: the seams other parts plug into (record listeners, idle worker,
-  status providers).
+  status providers); ``listeners``: record listeners on a thread of their own.
+* ``install``: ``pbot-watch service install``: a systemd user unit or a launchd agent.
 
 Importing this package imports nothing else: ``status`` must stay light.
 """
