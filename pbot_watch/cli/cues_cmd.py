@@ -11,7 +11,7 @@ from pbot_watch.cli.answer import emit
 from pbot_watch.cli.errors import EXIT_USAGE, CommandError
 from pbot_watch.cli.options import HiddenAliasOption
 from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW
-from pbot_watch.search.models import CueState
+from pbot_watch.memory.models import CueState
 
 
 @main.command("cues")

@@ -10,7 +10,7 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option, query_options
-from pbot_watch.search.models import MemorySearchResult, RecallPage
+from pbot_watch.memory.models import MemorySearchResult, RecallPage
 from pbot_watch.tools.arguments import RecallMemoryArgs, SearchMemoryArgs
 
 if TYPE_CHECKING:

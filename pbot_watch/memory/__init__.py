@@ -7,7 +7,7 @@ Raw memory:
 * ``handles``: opaque handles and memory-search cursors (pure).
 * ``index``: the memory tables in ``search.db``, kept in step with the session files.
 * ``listener``: the service's side: raw memory from the entries it parses anyway.
-* ``query``: ``search_memory`` and ``recall``.
+* ``query``: ``search_memory`` and ``recall``; ``models``: their JSON shapes and the cues'.
 
 Memory cues:
 

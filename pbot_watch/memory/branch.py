@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pbot_watch.search.models import MemoryContext
+from pbot_watch.memory.models import MemoryContext
 
 HISTORICAL: MemoryContext = "historical"
 RETAINED: MemoryContext = "retained"

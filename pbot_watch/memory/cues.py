@@ -72,10 +72,10 @@ from pbot_watch.memory.extract import (
     source_text,
 )
 from pbot_watch.memory.handles import make_short_handle, parse_handle
+from pbot_watch.memory.models import CueClass, CueLine, CueStage, CueState
 from pbot_watch.redact.policy import scrub
 from pbot_watch.search.dates import wall_clock
 from pbot_watch.search.errors import QueryError, UnknownHandle
-from pbot_watch.search.models import CueClass, CueLine, CueStage, CueState
 
 __all__ = ["CHARS_PER_TOKEN", "compute_cues", "estimate_tokens"]
 

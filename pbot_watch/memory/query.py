@@ -22,18 +22,12 @@ from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_
 from pbot_watch.memory.extract import EntryLink, current_leaf_id, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import ensure_memory_tables, source_lines
+from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
 from pbot_watch.memory.texts import indexed_lines, literal_match, unpack, unpacked_bytes
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex, storable
-from pbot_watch.search.models import (
-    MatchMode,
-    MemoryContext,
-    MemoryHit,
-    MemorySearchResult,
-    MemorySection,
-    RecallPage,
-)
+from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens

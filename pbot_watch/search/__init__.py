@@ -10,6 +10,6 @@ session files alone. Importing this package must stay light (no litellm, no watc
   search orders hits; ``pools``: the best nodes of a common term, remembered.
 * ``tokens``, ``terms``, ``unicode_classes``: what a word is, and the ranking terms.
 * ``dates``, ``when``: the times a query names; ``session_ids``: a session id as a person types it.
-* ``models``: the JSON shapes of search, read, memory search, recall and cues.
+* ``models``: the JSON shapes of search and read (memory's are in ``memory.models``).
 * ``errors``: what a query can get wrong, as types; ``render``: helpers for human output.
 """

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pbot_watch.memory.models import RecallPage
 from pbot_watch.memory.query import RECALL_CHARS, MemoryScope, recall
 from pbot_watch.query import QueryContext, run_query
-from pbot_watch.search.models import RecallPage
 from pbot_watch.tools.arguments import RecallMemoryArgs
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, numbered

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pbot_watch.display import plural
+from pbot_watch.memory.models import MemorySearchResult
 from pbot_watch.memory.query import MemoryScope, search_memory
 from pbot_watch.query import QueryContext, run_query
-from pbot_watch.search.models import MemorySearchResult
 from pbot_watch.tools.arguments import SearchMemoryArgs
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, TEXT_LINE_CHARS, numbered

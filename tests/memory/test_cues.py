@@ -23,11 +23,11 @@ from pbot_watch.memory.cues import (
 )
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import refresh_memory
+from pbot_watch.memory.models import CueState
 from pbot_watch.memory.query import MemoryScope, recall, search_memory
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.errors import QueryError
 from pbot_watch.search.index import SearchIndex
-from pbot_watch.search.models import CueState
 from tests.memory.work import SESSION, Work, cues_of
 from tests.support.paths import FIXTURES
 

@@ -11,7 +11,7 @@ import click
 import pytest
 
 from pbot_watch.cli import main
-from pbot_watch.search.models import CueLine, CueState
+from pbot_watch.memory.models import CueLine, CueState
 from tests.memory.work import Work, budget_session, cues_of
 from tests.support.cli import invoke, run, scratch_user
 from tests.support.paths import FIXTURES, REPO

@@ -20,10 +20,10 @@ import pytest
 
 from pbot_watch.memory.cues import compute_cues
 from pbot_watch.memory.index import refresh_memory
+from pbot_watch.memory.models import CueState
 from pbot_watch.memory.query import recall, search_memory
 from pbot_watch.pi.entries import SessionReader, v1_entry_id
 from pbot_watch.search.index import SearchIndex
-from pbot_watch.search.models import CueState
 from tests.support.cli import invoke
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import MISSING, PiSession, jsonl, pi_rewrite_v1, rewrite_in_place

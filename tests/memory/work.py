@@ -8,8 +8,8 @@ from typing import Any
 
 from pbot_watch.memory.cues import compute_cues
 from pbot_watch.memory.handles import make_handle, make_short_handle
+from pbot_watch.memory.models import CueState
 from pbot_watch.pi.entries import SessionReader
-from pbot_watch.search.models import CueState
 from tests.support.pi_sessions import PiSession
 
 SESSION = "sess-cues"

@@ -7,6 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from pbot_watch.cli import main
+from pbot_watch.memory import models as memory_models
 from pbot_watch.search import models
 from tests.support.paths import REPO
 
@@ -16,10 +17,10 @@ SHAPES = [
     models.SearchMatch,
     models.NodePage,
     models.NodeSource,
-    models.MemorySearchResult,
-    models.MemoryHit,
-    models.MemorySection,
-    models.RecallPage,
+    memory_models.MemorySearchResult,
+    memory_models.MemoryHit,
+    memory_models.MemorySection,
+    memory_models.RecallPage,
 ]
 
 
