@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pbot_watch.shorten import shorten
+
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
@@ -85,9 +87,7 @@ def failure_kind(error: BaseException) -> FailureKind:
 
 def bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
     """``text`` cut to ``limit`` characters, saying how many were left out."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text) - limit} more characters)"
+    return shorten(text, limit, count_rest=True)
 
 
 def bounded_value(value: Any, depth: int = 8) -> Any:

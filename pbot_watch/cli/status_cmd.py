@@ -19,6 +19,7 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_NOT_RUNNING
 from pbot_watch.display import plural
+from pbot_watch.shorten import shorten
 
 
 @main.command("status")
@@ -171,4 +172,4 @@ def _duration(seconds: float) -> str:
 
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shorten(text, 80)

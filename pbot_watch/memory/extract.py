@@ -23,9 +23,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pbot_watch.history.jstext import collapse_whitespace, js_string
+from pbot_watch.history.jstext import js_string
 from pbot_watch.pi.branch import current_leaf, walk_to_root
 from pbot_watch.redact.policy import scrub
+from pbot_watch.shorten import shorten
 
 LABEL_CHARS = 90
 ARGS_CHARS = 60
@@ -129,20 +130,8 @@ def source_text(content: Any) -> str:
 
 
 def _short(text: str, limit: int = LABEL_CHARS) -> str:
-    """The text on one line, whitespace collapsed, cut to ``limit`` characters with an ellipsis.
-
-    Only as much of the text is flattened as the label needs (a pasted log can be 50 MB): the
-    flattened head of a text is the head of its flattened whole, once it is longer than
-    ``limit`` without its trailing whitespace.
-    """
-    size = 4 * limit
-    while True:
-        flat = collapse_whitespace(text[:size]).strip()
-        if size >= len(text):
-            return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-        if len(flat) > limit:
-            return flat[: limit - 1] + "…"
-        size *= 4
+    """The text on one line, whitespace collapsed, cut to ``limit`` characters with an ellipsis."""
+    return shorten(text, limit, flatten=True)
 
 
 # What ``str.splitlines`` ends a line at (``\r\n`` is one end).

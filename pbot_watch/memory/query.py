@@ -31,6 +31,7 @@ from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
 from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens
+from pbot_watch.shorten import shorten
 from pbot_watch.sqlite import transaction
 
 SNIPPET_CONTEXT = 2
@@ -437,10 +438,7 @@ def _snippet(row: _Row, line: int) -> tuple[str, tuple[int, int]]:
     section = row.section_of(line)
     lo = max(section.first_line if section else 1, line - SNIPPET_CONTEXT)
     hi = min(section.last_line if section else row.line_count, line + SNIPPET_CONTEXT)
-    shown = [
-        text if len(text) <= SNIPPET_LINE_CHARS else text[:SNIPPET_LINE_CHARS] + "…"
-        for text in row.between(lo, hi)
-    ]
+    shown = [shorten(text, SNIPPET_LINE_CHARS) for text in row.between(lo, hi)]
     return "\n".join(shown), (lo, hi)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pbot_watch.errors import PbotWatchError
 from pbot_watch.history.jstext import utf16_len
+from pbot_watch.shorten import shorten
 
 KEY_ALGORITHM = "sha256"
 UNFINISHED_MARK = "；未完成"
@@ -247,7 +248,7 @@ def usage_cost(value: object) -> float:
 
 def bounded(text: str, limit: int = ERROR_CHARS) -> str:
     """``text`` cut to ``limit`` characters (with an ellipsis): status and logs never hold a whole answer."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit)
 
 
 def describe_error(error: BaseException, limit: int = ERROR_CHARS) -> str:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pbot_watch.redact.policy import scrub
+from pbot_watch.shorten import shorten
 from pbot_watch.summarize.base import Cancelled, Summary
 
 OFFLINE_ID = "offline/1"
@@ -235,8 +236,8 @@ def main_language(text: str) -> Labels:
 
 
 def _shorten(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    """On one line as Python splits words (these summaries always have), cut by the one rule."""
+    return shorten(" ".join(text.split()), limit, trim_cut=True)
 
 
 def _first_sentence(text: str, limit: int) -> str:

@@ -8,9 +8,10 @@ from pbot_watch.display import plural
 from pbot_watch.query import QueryContext, run_query
 from pbot_watch.search.models import SearchResult
 from pbot_watch.search.queries import search_history
+from pbot_watch.shorten import shorten
 from pbot_watch.tools.arguments import HistorySearchArgs
 from pbot_watch.tools.base import Tool, ToolContext
-from pbot_watch.tools.text import HISTORY_NOTE, TEXT_SNIPPET_CHARS, flat, kind_label, span
+from pbot_watch.tools.text import HISTORY_NOTE, TEXT_SNIPPET_CHARS, kind_label, span
 
 if TYPE_CHECKING:
     from pbot_watch.config import Settings
@@ -72,7 +73,7 @@ def render(result: SearchResult, args: HistorySearchArgs) -> str:
             lines.append(f"    workspace: {hit.workspace}")
         if hit.machine:
             lines.append(f"    written on: {hit.machine} by {hit.user}")
-        shown = flat(hit.snippet, TEXT_SNIPPET_CHARS) if not listing else ""
+        shown = shorten(hit.snippet, TEXT_SNIPPET_CHARS, flatten=True) if not listing else ""
         if shown:
             lines.append(f"    {shown}")
         if hit.parents:

@@ -1,0 +1,41 @@
+"""``shorten``: the one rule by which labels, snippets, status values and messages are cut."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pbot_watch.history.jstext import collapse_whitespace
+from pbot_watch.shorten import ELLIPSIS, shorten
+
+TEXTS = st.text(alphabet=st.sampled_from("ab \n\t\u3000x"), max_size=400)
+
+
+class TestShorten:
+    @given(TEXTS, st.integers(1, 60))
+    def test_fits_the_limit_with_the_mark(self, text: str, limit: int) -> None:
+        """The result is the text when it fits, else its head and the mark, in ``limit`` characters."""
+        shown = shorten(text, limit)
+        expected = text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+        assert (expected, True) == (shown, len(shown) <= limit)
+
+    @given(TEXTS, st.integers(1, 60))
+    def test_flatten_reads_only_a_head_yet_cuts_the_whole(self, text: str, limit: int) -> None:
+        """Flattening a head gives what flattening the whole text and cutting it gives."""
+        assert shorten(collapse_whitespace(text).strip(), limit) == shorten(text, limit, flatten=True)
+
+    def test_trim_cut_drops_the_space_before_the_mark(self) -> None:
+        """Offline summaries never end a cut in a space."""
+        assert ("one …", "one…") == (shorten("one two", 5), shorten("one two", 5, trim_cut=True))
+
+    def test_count_rest_says_how_many_were_left_out(self) -> None:
+        """A cut error message keeps ``limit`` characters and says how many more there were."""
+        assert ("abc", "abc… (4 more characters)") == (
+            shorten("abc", 3, count_rest=True),
+            shorten("abcdefg", 3, count_rest=True),
+        )
+
+    def test_a_huge_text_is_not_flattened_whole(self) -> None:
+        """A 50 MB text is cut from its head: fast, and the same label."""
+        text = "word " * 10_000_000
+        assert "word word" + ELLIPSIS == shorten(text, 10, flatten=True)
