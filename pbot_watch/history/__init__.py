@@ -5,5 +5,6 @@
 * ``nodes``: the 4-ary node tree (personal-bot 0.2.3's ``indexHistory()``).
 * ``project``: a file's state as it grows, projected to ``SessionHistory``.
 * ``record``: the archive contract, the record file personal-bot 0.2.3 reads and writes.
+* ``resume``: a file's parsed state as compact bytes, to go on reading it without re-parsing.
 * ``jstext``: the JavaScript string behaviours personal-bot's output depends on.
 """

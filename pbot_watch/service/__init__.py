@@ -5,6 +5,7 @@ Modules, in the order data flows through them:
 * ``watch``: watchdog observers on the session roots; events become "look at this path" items.
 * ``snapshot``: reconcile scans and a pure diff of two scans (events can be lost).
 * ``tail``: the ``Indexer`` with persisted cursors (``state``) and a bounded memory.
+* ``resume_store``: each file's parsed state on disk, so a file dropped from memory resumes.
 * ``schedule``: ``ReadSchedule``: when each changed file is read (debounce, back-off).
 * ``catchup``: the start scan's catch-up (what is left to read, how fast), for status.
 * ``idle``: the idle clock that runs and cancels the idle worker (summaries).
