@@ -23,9 +23,9 @@ from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.index import ensure_memory_tables, refresh_memory, sync_memory_file
 from pbot_watch.memory.query import MemoryScope
+from pbot_watch.search.database import asked_again_on_damage, index_path, start_afresh
 from pbot_watch.search.discover import record_folders
 from pbot_watch.search.index import RecordFolder, SearchIndex
-from pbot_watch.sqlite import is_corrupt, remove
 
 T = TypeVar("T")
 
@@ -104,14 +104,11 @@ def run_query(
     (``database disk image is malformed``) shows only when a query or a refresh reads it, so
     the whole question is asked again, once, of an index built afresh. The warning says so.
     """
-    try:
+
+    def ask(damage: sqlite3.DatabaseError | None) -> T:
         with open_query(settings, history=history, memory=memory, scope=scope) as context:
+            if damage is not None:
+                context.warnings.append(REBUILT_WARNING.format(error=damage))
             return answer(context)
-    except sqlite3.DatabaseError as error:
-        if not is_corrupt(error):
-            raise
-        damage = error
-    remove(SearchIndex.default_path(settings.state_dir))
-    with open_query(settings, history=history, memory=memory, scope=scope) as context:
-        context.warnings.append(REBUILT_WARNING.format(error=damage))
-        return answer(context)
+
+    return asked_again_on_damage(ask, lambda _: start_afresh(index_path(settings.state_dir)))

@@ -26,8 +26,8 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     from pbot_watch.cli.progress import progress_bar  # noqa: PLC0415
     from pbot_watch.memory.index import count_sources, optimize_memory, rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index, settings_for_query  # noqa: PLC0415
+    from pbot_watch.search.database import asked_again_on_damage, damage_found  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
-    from pbot_watch.sqlite import is_corrupt  # noqa: PLC0415
 
     settings = settings_for_query(sessions, archive)
     started = time.monotonic()
@@ -48,16 +48,15 @@ def reindex_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
             optimize_memory(index)
             return report, memory, index.counts(), count_sources(index)
 
+    def afresh(damage: sqlite3.DatabaseError | str) -> None:
+        # Emptying a damaged index in place reads its damaged pages: start from no file.
+        click.echo(f"warning: the search index was damaged ({damage}); building it from no file", err=True)
+        index.reset()
+
     try:
-        try:
-            report, memory, counts, sources = rebuild()
-        except sqlite3.DatabaseError as error:
-            if not is_corrupt(error):
-                raise
-            # Emptying a damaged index in place reads its damaged pages: start from no file.
-            click.echo(f"warning: the search index was damaged ({error}); building it from no file", err=True)
-            index.reset()
-            report, memory, counts, sources = rebuild()
+        if (damage := damage_found(index.conn)) is not None:  # a whole pass follows: check every page first
+            afresh(damage)
+        report, memory, counts, sources = asked_again_on_damage(lambda _: rebuild(), afresh)
     finally:
         index.close()
     click.echo(

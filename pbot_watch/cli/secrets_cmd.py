@@ -101,9 +101,8 @@ def scrub_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
     from pbot_watch.memory.index import rebuild_memory  # noqa: PLC0415
     from pbot_watch.query import open_index  # noqa: PLC0415
     from pbot_watch.redact.audit import scrubbed_record  # noqa: PLC0415
+    from pbot_watch.search.database import index_path, start_afresh  # noqa: PLC0415
     from pbot_watch.search.discover import record_folders  # noqa: PLC0415
-    from pbot_watch.search.index import SearchIndex  # noqa: PLC0415
-    from pbot_watch.sqlite import remove  # noqa: PLC0415
 
     settings = _settings(sessions, archive)
     records, indexed = _scan(settings)
@@ -115,7 +114,7 @@ def scrub_command(sessions: tuple[Path, ...], archive: Path | None) -> None:
             rewritten += 1
     rebuilt = bool(indexed or records)
     if rebuilt:
-        remove(SearchIndex.default_path(settings.state_dir))
+        start_afresh(index_path(settings.state_dir))  # nothing of the old index may keep a secret
         index = open_index(settings)
         try:
             index.rebuild(record_folders(index, settings.sessions, Scope(archive=settings.archive)))

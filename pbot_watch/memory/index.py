@@ -36,6 +36,7 @@ from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks,
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact.policy import scrub_structure
+from pbot_watch.search.database import Family, ensure_family
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
@@ -145,30 +146,12 @@ class MemorySync:
     bytes_read: int = 0
 
 
-def _schema_version(index: SearchIndex) -> int | None:
-    row = index.conn.execute("SELECT value FROM meta WHERE key = ?", (_VERSION_KEY,)).fetchone()
-    return int(row[0]) if row else None
-
-
 def ensure_memory_tables(index: SearchIndex) -> None:
     """Create raw memory's tables, or rebuild them empty when they are of another version.
 
-    One read when they are current (every query calls this); the check is repeated inside the
-    write transaction so two processes opening a fresh database create the tables once.
+    How, and what happens to history's tables meanwhile (nothing), is ``search/database.py``'s.
     """
-    if _schema_version(index) == MEMORY_SCHEMA_VERSION:
-        return
-    with index.transaction():
-        if _schema_version(index) == MEMORY_SCHEMA_VERSION:
-            return
-        for table in MEMORY_TABLES:
-            index.conn.execute(f"DROP TABLE IF EXISTS {table}")
-        for statement in _SCHEMA:
-            index.conn.execute(statement)
-        index.conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-            (_VERSION_KEY, str(MEMORY_SCHEMA_VERSION)),
-        )
+    ensure_family(index.conn, Family(_VERSION_KEY, MEMORY_SCHEMA_VERSION, MEMORY_TABLES, _SCHEMA))
 
 
 def _digest(source: Source, text: str) -> str:

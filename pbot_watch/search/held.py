@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from pbot_watch.sqlite import is_corrupt
+from pbot_watch.search.database import asked_again_on_damage
 
 if TYPE_CHECKING:  # opened on first use: the service starts without loading the search code
     from pbot_watch.search.index import SearchIndex
@@ -43,14 +43,12 @@ class HeldIndex:
     def use(self, work: Callable[[SearchIndex], T]) -> T:
         """``work(index)`` on the current file; on damage, once more on an index started afresh."""
         index = self._current()
-        try:
-            return work(index)
-        except sqlite3.DatabaseError as error:
-            if not is_corrupt(error):
-                raise
-        index.reset()
-        self._identity = _identity(index.path)
-        return work(index)
+
+        def afresh(_: sqlite3.DatabaseError) -> None:
+            index.reset()
+            self._identity = _identity(index.path)
+
+        return asked_again_on_damage(lambda _: work(index), afresh)
 
     def close(self) -> None:
         if self._index is not None:

@@ -3,7 +3,8 @@
 It lives at ``<state_dir>/search.db`` and holds nothing that cannot be rebuilt: every row
 comes from a record file (``.pi/pbot/history/*.json`` or a central archive) or a Pi session
 file. So the schema carries a version, and a database of another version, or one that is
-corrupt, is simply deleted and rebuilt (``pbot-watch reindex`` does it on demand).
+corrupt, is simply deleted and rebuilt (``pbot-watch reindex`` does it on demand): what is done
+when is ``search/database.py``'s, for these tables and raw memory's alike.
 
 Freshness is decided by ``stat``: a record file whose inode, size and mtime are unchanged holds
 the same record. A query therefore costs one directory listing per record folder and one
@@ -40,14 +41,13 @@ from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import locale_key, to_well_formed, utf16_slice
 from pbot_watch.pi.untrusted import has_lone_surrogate, shown_path, unstorable_name
 from pbot_watch.redact.policy import scrub
+from pbot_watch.search.database import index_path, open_file, start_afresh, version_of
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
-from pbot_watch.sqlite import connect, execute_script, remove, transaction
+from pbot_watch.sqlite import execute_script, transaction
 
 SCHEMA_VERSION = 8
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
-
-INDEX_FILE = "search.db"
 
 INDEXED_CHARS = 1 << 20
 """Characters of one text (a node's, a raw-memory source's) the FTS tables see, about a megabyte.
@@ -222,31 +222,22 @@ class SearchIndex:
     # ---- opening ----------------------------------------------------------------------
     @classmethod
     def default_path(cls, state_dir: Path) -> Path:
-        return state_dir / INDEX_FILE
+        return index_path(state_dir)
 
     @staticmethod
     def _open(path: Path, rules: TermRules) -> sqlite3.Connection:
-        # normal durability: everything here is rebuilt from the archive after a power cut.
-        try:
-            conn = connect(path, "normal")
-        except sqlite3.DatabaseError:
-            pass
-        else:
-            try:
-                if SearchIndex._version(conn) == SCHEMA_VERSION and SearchIndex._rules(conn) == rules.key:
-                    return conn
-            except sqlite3.DatabaseError:
-                pass
-            conn.close()
-        # Another version, or not a database at all: it is derived data, start over.
-        remove(path)
-        conn = connect(path, "normal")
-        with transaction(conn):
+        def fits(conn: sqlite3.Connection) -> bool:
+            return (
+                version_of(conn, "schema_version") == SCHEMA_VERSION and SearchIndex._rules(conn) == rules.key
+            )
+
+        def create(conn: sqlite3.Connection) -> None:
             execute_script(conn, _SCHEMA)
             conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             conn.execute("INSERT INTO meta VALUES ('term_rules', ?)", (rules.key,))
             conn.execute("INSERT INTO meta VALUES ('generation', 0)")
-        return conn
+
+        return open_file(path, fits, create)
 
     @staticmethod
     def _functions(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -259,14 +250,6 @@ class SearchIndex:
         row = conn.execute("SELECT value FROM meta WHERE key = 'term_rules'").fetchone()
         return str(row[0]) if row else None
 
-    @staticmethod
-    def _version(conn: sqlite3.Connection) -> int | None:
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.OperationalError:
-            return None
-        return int(row[0]) if row else None
-
     def reset(self) -> None:
         """Start over with an empty index, for a damaged file (``database disk image is malformed``).
 
@@ -274,7 +257,7 @@ class SearchIndex:
         a damaged page cannot be trusted to be rewritten in place, so the file goes.
         """
         self.conn.close()
-        remove(self.path)
+        start_afresh(self.path)
         self.conn = self._functions(self._open(self.path, self.rules))
 
     def transaction(self) -> AbstractContextManager[None]:

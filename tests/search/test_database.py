@@ -1,0 +1,101 @@
+"""``search/database.py``: the one owner of ``search.db``'s versions and damage, for both families.
+
+Real SQLite files in temporary folders; the damage is real (pages overwritten), as
+``test_damaged_index.py`` makes it for the commands.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pbot_watch.memory.index import MEMORY_SCHEMA_VERSION, ensure_memory_tables
+from pbot_watch.search.database import Family, asked_again_on_damage, damage_found, ensure_family, version_of
+from pbot_watch.search.index import SCHEMA_VERSION, SearchIndex
+from tests.search.test_damaged_index import damage
+
+
+def corrupt_error() -> sqlite3.DatabaseError:
+    error = sqlite3.DatabaseError("database disk image is malformed")
+    error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+    return error
+
+
+class TestVersions:
+    def test_both_families_record_their_version_in_meta(self, tmp_path: Path) -> None:
+        """History's version is written when the file is made, raw memory's when its tables are."""
+        with SearchIndex(tmp_path / "search.db") as index:
+            ensure_memory_tables(index)
+            assert (SCHEMA_VERSION, MEMORY_SCHEMA_VERSION) == (
+                version_of(index.conn, "schema_version"),
+                version_of(index.conn, "memory_schema_version"),
+            )
+
+    def test_a_family_of_another_version_is_rebuilt_and_the_other_kept(self, tmp_path: Path) -> None:
+        """A new version of one family empties its tables only: history's rows stay."""
+        with SearchIndex(tmp_path / "search.db") as index:
+            index.conn.execute("INSERT INTO folders(path) VALUES ('/w')")
+            old = Family("extra_version", 1, ("extra",), ("CREATE TABLE extra(x)",))
+            ensure_family(index.conn, old)
+            index.conn.execute("INSERT INTO extra VALUES (1)")
+            ensure_family(index.conn, Family("extra_version", 2, ("extra",), ("CREATE TABLE extra(x, y)",)))
+            assert (0, 1, 2) == (
+                index.conn.execute("SELECT count(*) FROM extra").fetchone()[0],
+                index.conn.execute("SELECT count(*) FROM folders").fetchone()[0],
+                version_of(index.conn, "extra_version"),
+            )
+
+    def test_no_meta_is_no_version(self, tmp_path: Path) -> None:
+        """A database without ``meta`` (another program's) has no version: it is rebuilt on open."""
+        conn = sqlite3.connect(tmp_path / "other.db")
+        try:
+            assert version_of(conn, "schema_version") is None
+        finally:
+            conn.close()
+
+
+class TestDamage:
+    def test_quick_check_finds_damaged_pages(self, tmp_path: Path) -> None:
+        """A sound file passes; one with its pages overwritten is named damaged."""
+        path = tmp_path / "search.db"
+        with SearchIndex(path) as index:
+            ensure_memory_tables(index)
+            index.conn.executemany(
+                "INSERT INTO folders(path) VALUES (?)", [(f"/w/{n}" * 40,) for n in range(400)]
+            )
+            assert damage_found(index.conn) is None
+        damage(path)
+        with SearchIndex(path) as index:
+            assert damage_found(index.conn) is not None
+
+    def test_damage_is_answered_once_on_a_file_started_afresh(self) -> None:
+        """The work is done again after ``afresh``, told the damage; a second damage is not hidden."""
+        calls: list[object] = []
+
+        def work(seen: sqlite3.DatabaseError | None) -> str:
+            calls.append(seen)
+            if len(calls) == 1:
+                raise corrupt_error()
+            return "answer"
+
+        assert "answer" == asked_again_on_damage(work, calls.append)
+        assert [None, "malformed", "malformed"] == [None if c is None else "malformed" for c in calls]
+
+        def always(_: sqlite3.DatabaseError | None) -> str:
+            raise corrupt_error()
+
+        with pytest.raises(sqlite3.DatabaseError):
+            asked_again_on_damage(always, lambda _: None)
+
+    def test_other_errors_are_not_damage(self) -> None:
+        """A busy or locked database is its own error: nothing is started afresh."""
+        afresh: list[object] = []
+
+        def busy(_: sqlite3.DatabaseError | None) -> str:
+            raise sqlite3.OperationalError("database is locked")
+
+        with pytest.raises(sqlite3.OperationalError):
+            asked_again_on_damage(busy, afresh.append)
+        assert [] == afresh
