@@ -3,6 +3,7 @@
 Nothing here is a source of truth: every table can be rebuilt from the record files and the
 session files alone. Importing this package must stay light (no litellm, no watchdog).
 
+* ``database``: ``search.db``'s one owner: opening it, both table families' versions, damage.
 * ``index``: the index in SQLite FTS5 (``search.db``); ``held``: the index as a long-lived
   process holds it.
 * ``discover``: which record folders a query must look at.
