@@ -17,7 +17,7 @@ The packages follow the data flow (``docs/architecture.md`` draws it):
 Shared by all: ``config`` and ``config_paths`` (settings and where they live), ``errors`` (the
 one error root), ``redact`` (the one redaction step), ``sqlite`` (SQLite opened one way),
 ``display`` (what a reader sees), ``shorten`` (the one rule for cutting a text to fit), ``log`` (structlog), ``launcher`` (how another program starts
-this pbot-watch), ``__main__`` (``python -m pbot_watch``). Data files: ``prompts`` (the summary
+this pbot-watch), ``installer`` (the one shape of the service and Pi package installers), ``__main__`` (``python -m pbot_watch``). Data files: ``prompts`` (the summary
 prompt), ``templates`` (the systemd unit and launchd agent).
 """
 

@@ -13,6 +13,7 @@ from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_FAILURE, EXIT_NOT_RUNNING, CommandError
 from pbot_watch.cli.options import archive_options
 from pbot_watch.config import load_settings
+from pbot_watch.installer import Step
 from pbot_watch.service import install as svc
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,7 +61,7 @@ def _plan(
     return svc.plan(manager or svc.default_manager(), run_args, configured)  # type: ignore[arg-type]
 
 
-def _echo_steps(title: str, steps: list[svc.Step]) -> None:
+def _echo_steps(title: str, steps: list[Step]) -> None:
     if steps:
         click.echo(title)
         for step in steps:

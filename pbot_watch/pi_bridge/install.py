@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from importlib import resources
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from pbot_watch import __version__
-from pbot_watch.archive.atomic import ensure_dir, write_atomic
+from pbot_watch.archive.atomic import ensure_dir
 from pbot_watch.config_paths import APP, xdg_dir
 from pbot_watch.errors import PbotWatchError
+from pbot_watch.installer import read_text, run_command, write_file
 from pbot_watch.launcher import pbot_watch_command
 from pbot_watch.pi_bridge.protocol import BridgeConfig, Pages, ToolDefinition
 
@@ -159,7 +159,7 @@ def _scope(local: bool) -> list[str]:
 
 def changes(plan: PiPlan) -> dict[str, bool]:
     """For each file of the plan, whether writing it would change the folder."""
-    return {name: _read(plan.folder / name) != text for name, text in plan.files.items()}
+    return {name: read_text(plan.folder / name) != text for name, text in plan.files.items()}
 
 
 def install(plan: PiPlan, cwd: Path | None = None) -> PiOutcome:
@@ -171,7 +171,7 @@ def install(plan: PiPlan, cwd: Path | None = None) -> PiOutcome:
     for name, changed in changes(plan).items():
         if changed:
             ensure_dir((plan.folder / name).parent)
-            write_atomic(plan.folder / name, plan.files[name].encode("utf-8"), mode=FILE_MODE)
+            write_file(plan.folder / name, plan.files[name], FILE_MODE)
             written.append(name)
         else:
             unchanged.append(name)
@@ -197,17 +197,5 @@ def uninstall(plan: PiPlan, cwd: Path | None = None) -> PiOutcome:
 
 
 def _run(argv: list[str], cwd: Path | None) -> tuple[int, str]:
-    try:
-        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            argv, cwd=cwd, capture_output=True, text=True, timeout=PI_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return -1, str(error)
-    return done.returncode, (done.stdout + done.stderr).strip()
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    done = run_command(argv, timeout=PI_TIMEOUT_S, cwd=cwd)
+    return done.returncode, done.output

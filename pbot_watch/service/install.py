@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from importlib import resources
@@ -36,9 +35,9 @@ from xml.sax.saxutils import escape as xml_escape
 from pydantic import BaseModel, ConfigDict
 
 from pbot_watch import __version__
-from pbot_watch.archive.atomic import write_atomic
 from pbot_watch.config_paths import APP, default_env_file, xdg_dir
 from pbot_watch.errors import PbotWatchError
+from pbot_watch.installer import Step, StepResult, read_text, run_command, run_steps, write_file
 from pbot_watch.launcher import pbot_watch_command
 
 Manager = Literal["systemd", "launchd"]
@@ -60,19 +59,6 @@ class ServiceError(PbotWatchError):
     """A service operation that cannot go on; the message says what to do."""
 
 
-class Step(BaseModel):
-    """One command of an install or uninstall; ``required`` steps stop the sequence when they fail."""
-
-    model_config = ConfigDict(frozen=True)
-
-    argv: list[str]
-    required: bool = True
-    why: str = ""
-
-    def shell(self) -> str:
-        return " ".join(_shell_quote(arg) for arg in self.argv)
-
-
 class ServicePlan(BaseModel):
     """Everything ``install`` would do: the file, its text, and the commands around it."""
 
@@ -88,12 +74,6 @@ class ServicePlan(BaseModel):
     uninstall_steps: list[Step]
     log_file: Path | None = None
     hints: list[str] = []
-
-
-class StepResult(BaseModel):
-    step: Step
-    returncode: int
-    output: str
 
 
 class Outcome(BaseModel):
@@ -181,12 +161,6 @@ def systemd_quote(arg: str) -> str:
 def _systemd_environment(key: str, value: str) -> str:
     text = f"{key}={_check_value(value)}".replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
     return f'Environment="{text}"'
-
-
-def _shell_quote(arg: str) -> str:
-    import shlex  # noqa: PLC0415 - only for messages
-
-    return shlex.quote(arg)
 
 
 def passed_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -314,32 +288,17 @@ def plan(
 
 
 def _run_steps(steps: list[Step]) -> tuple[list[StepResult], StepResult | None, list[Step]]:
-    """Run steps in order; stop at the first required one that fails and return what is left."""
-    ran: list[StepResult] = []
-    for index, step in enumerate(steps):
-        try:
-            done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-                step.argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
-            )
-            result = StepResult(
-                step=step, returncode=done.returncode, output=(done.stdout + done.stderr).strip()
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            result = StepResult(step=step, returncode=-1, output=str(error))
-        ran.append(result)
-        if result.returncode != 0 and step.required:
-            return ran, result, steps[index:]
-    return ran, None, []
+    return run_steps(steps, timeout=COMMAND_TIMEOUT)
 
 
 def install(service: ServicePlan) -> Outcome:
     """Write the file (only if its text changed), then activate it with the service manager."""
     tool = service.install_steps[0].argv[0]
-    previous = _read(service.path)
+    previous = read_text(service.path)
     changed = previous != service.content
     if changed:
         service.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(service.path, service.content.encode("utf-8"), mode=SERVICE_FILE_MODE)
+        write_file(service.path, service.content, SERVICE_FILE_MODE)
     if service.log_file is not None:
         service.log_file.parent.mkdir(parents=True, exist_ok=True)
     steps = service.install_steps + (service.restart_steps if changed and previous is not None else [])
@@ -375,7 +334,7 @@ def uninstall(service: ServicePlan) -> Outcome:
 
 def status(service: ServicePlan) -> ServiceStatus:
     """Is the file there, is it what ``install`` would write now, and what does the manager say."""
-    text = _read(service.path)
+    text = read_text(service.path)
     tool = service.install_steps[-1].argv[0]
     info = ServiceStatus(
         manager=service.manager,
@@ -399,15 +358,5 @@ def status(service: ServicePlan) -> ServiceStatus:
 
 
 def _query(argv: list[str]) -> tuple[int, str]:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False)  # noqa: S603
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return -1, str(error)
+    done = run_command(argv, timeout=COMMAND_TIMEOUT)
     return done.returncode, (done.stdout.strip() or done.stderr.strip())
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
