@@ -9,8 +9,8 @@ and the one line ``pbot-watch --help`` shows for it, so the overview imports no 
 
 Beside the ``*_cmd`` modules (one per command, named in ``COMMANDS``): ``answer`` (what the
 query commands share), ``team_answer`` (``--team`` on them), ``options`` (options declared
-once), ``errors`` (expected failures and exit codes), ``console`` (rich output) and
-``progress`` (progress bars).
+once), ``run_parts`` (the parts ``run`` assembles the service from), ``errors`` (expected
+failures and exit codes), ``console`` (rich output) and ``progress`` (progress bars).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ MCP server (``pbot_watch.mcp_server``) and any other caller (the Pi extension's 
 offer the same tools with the same schemas, texts and errors.
 
 * ``history_search``, ``history_read``, ``search_memory``, ``recall_memory``: the four tools.
+* ``arguments``: each query's parameters, declared once (the tools' argument models).
 * ``base``: what every tool is made of; ``registry``: the tools by name, and one way to call one.
 * ``catch_up``: bringing records up to date when the service is not running.
 * ``errors``: errors worded for a model; ``text``: what every tool's text says first.
