@@ -3,7 +3,8 @@
 The packages follow the data flow (``docs/architecture.md`` draws it):
 
 * ``pi``: session bytes -> entries (pure); ``sources``: Pi files in (where sessions are, their
-  headers, opening them with the guard).
+  headers, opening them with the guard); ``catalog``: which sessions, workspaces and record
+  folders there are, and which include/exclude leave in.
 * ``history``: entries -> branches -> exchanges -> node tree -> records (pure).
 * ``indexer``: the one pipeline from a file's new bytes to its record on disk.
 * ``archive``: records on disk (atomic writes, where they live).
