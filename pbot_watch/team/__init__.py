@@ -7,5 +7,5 @@ numbered migrations, ``push`` and ``search`` are the shell that talks to the ser
 so an install without it loses nothing else. Beside them: ``settings`` (``[team]``), ``dsn``
 (where the DSN is read from, never shown), ``gate`` (the fail-closed redaction gate),
 ``access`` (opening the index for a command), ``ask`` (one question, for ``--team`` and the
-tools' team scope) and ``start`` (starting the pusher inside the service).
+tools' team scope), ``tallies`` (exact totals of common queries, kept by the server) and ``start`` (starting the pusher inside the service).
 """
