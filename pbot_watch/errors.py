@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pbot_watch.shorten import shorten
-
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
@@ -86,8 +84,15 @@ def failure_kind(error: BaseException) -> FailureKind:
 
 
 def bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying how many were left out."""
-    return shorten(text, limit, count_rest=True)
+    """``text`` cut to ``limit`` characters, saying how many were left out.
+
+    Not ``shorten``: an error message keeps ``limit`` characters and counts the rest (a
+    person learns how much is missing; a test pins the count), and this module, the root
+    every layer imports, imports nothing of pbot-watch.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def bounded_value(value: Any, depth: int = 8) -> Any:

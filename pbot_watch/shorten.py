@@ -6,7 +6,8 @@ the ``…`` included, so a caller's limit is the width it gets. ``flatten`` firs
 on one line (whitespace runs to one space, as ``collapse_whitespace`` does, ends stripped),
 flattening only the head it needs: a pasted log can be 50 MB.
 
-Two callers keep a difference, each for a reason a test pins (see the parameters).
+Offline summaries keep one difference, as a parameter that says why. ``errors.bounded``
+keeps its own rule (it counts what it cut, and the error root imports nothing of ours).
 """
 
 from __future__ import annotations
@@ -16,22 +17,16 @@ from pbot_watch.history.jstext import collapse_whitespace
 ELLIPSIS = "…"
 
 
-def shorten(
-    text: str, limit: int, *, flatten: bool = False, trim_cut: bool = False, count_rest: bool = False
-) -> str:
+def shorten(text: str, limit: int, *, flatten: bool = False, trim_cut: bool = False) -> str:
     """``text`` whole when it fits in ``limit`` characters, else its head and ``…`` in ``limit``.
 
     ``trim_cut``: the head loses its trailing whitespace before the ``…`` (offline summaries,
-    which records already hold: a cut that moved would rewrite them). ``count_rest``: the head
-    keeps ``limit`` characters and the mark says how many more there were (``errors.bounded``:
-    a person reading a cut error message learns how much is missing; its test pins the count).
+    which records already hold: a cut that moved would rewrite them).
     """
     if flatten:
-        text = collapse_whitespace(text).strip() if count_rest else _flat_head(text, limit)
+        text = _flat_head(text, limit)
     if len(text) <= limit:
         return text
-    if count_rest:
-        return f"{text[:limit]}{ELLIPSIS} ({len(text) - limit} more characters)"
     head = text[: max(limit - 1, 0)]
     return (head.rstrip() if trim_cut else head) + ELLIPSIS
 

@@ -28,13 +28,6 @@ class TestShorten:
         """Offline summaries never end a cut in a space."""
         assert ("one …", "one…") == (shorten("one two", 5), shorten("one two", 5, trim_cut=True))
 
-    def test_count_rest_says_how_many_were_left_out(self) -> None:
-        """A cut error message keeps ``limit`` characters and says how many more there were."""
-        assert ("abc", "abc… (4 more characters)") == (
-            shorten("abc", 3, count_rest=True),
-            shorten("abcdefg", 3, count_rest=True),
-        )
-
     def test_a_huge_text_is_not_flattened_whole(self) -> None:
         """A 50 MB text is cut from its head: fast, and the same label."""
         text = "word " * 10_000_000
