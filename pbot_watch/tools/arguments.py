@@ -28,6 +28,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import (
     CHILDREN_PAGE,
     DEFAULT_READ_LIMIT,
@@ -71,6 +72,8 @@ class Cli:
     """Earlier names still accepted for one release, shown nowhere (``HiddenAliasOption``)."""
 
 
+Scope = Literal["local", "team"]
+"""Which history a history tool asks: this machine's, or the team's shared index."""
 TEAM_SCOPE = Cli(omitted=True)
 
 
@@ -82,7 +85,7 @@ class HistorySearchArgs(ToolArguments):
         description="Text to find, case-insensitively, as one continuous piece (literal) or as words "
         "(terms). Omit to list sessions, newest first.",
     )
-    match: Literal["literal", "terms"] = Field(
+    match: MatchMode = Field(
         "literal",
         description="literal (default): the query must appear as is; terms: rank by the query's words "
         "(BM25), for when you remember some words but not the phrase.",
@@ -109,7 +112,7 @@ class HistorySearchArgs(ToolArguments):
         le=MAX_SEARCH_LIMIT,
         description=f"Matches per page, 1-{MAX_SEARCH_LIMIT} (default {DEFAULT_SEARCH_LIMIT}).",
     )
-    scope: Annotated[Literal["local", "team"], TEAM_SCOPE] = Field(
+    scope: Annotated[Scope, TEAM_SCOPE] = Field(
         "local",
         description="local (default): this machine's history; team: the team's shared index, each match "
         "labelled with the machine, user and workspace it came from (when the team index is set up).",
@@ -138,7 +141,7 @@ class HistoryReadArgs(ToolArguments):
         description=f"First child to list ({CHILDREN_PAGE} per page): pass the previous result's "
         "nextChildrenOffset.",
     )
-    scope: Annotated[Literal["local", "team"], TEAM_SCOPE] = Field(
+    scope: Annotated[Scope, TEAM_SCOPE] = Field(
         "local", description="local (default): this machine's history; team: a node from a team search."
     )
 
@@ -151,7 +154,7 @@ class SearchMemoryArgs(ToolArguments):
         description="Text to find. literal: case-insensitive substring of one line, characters such as "
         ".* match themselves; terms: words ranked by BM25. Omit (and omit in) to list sources, newest first.",
     )
-    match: Literal["literal", "terms"] = Field(
+    match: MatchMode = Field(
         "literal",
         description="literal (default): case-insensitive substring of one line; terms: words ranked by BM25.",
     )
