@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -401,6 +402,8 @@ def main() -> None:
     finally:
         if server is not None:
             server.destroy()
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)  # a 1,000,000-exchange run leaves about 1 GB
 
 
 if __name__ == "__main__":
