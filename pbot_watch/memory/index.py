@@ -40,10 +40,11 @@ from pbot_watch.search.database import Family, ensure_family
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 6
+MEMORY_SCHEMA_VERSION = 7
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
-current branch is kept as entries arrive, ``mem_branches``.)"""
+current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
+``mem_files.id``, not by its path.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -67,8 +68,11 @@ MEMORY_TABLES = (
 )
 
 _SCHEMA = (
+    # Every other table names a file by its id: a path (often 100-150 bytes) repeated on each of
+    # hundreds of thousands of rows, and in their indexes, was a third of the database.
     """CREATE TABLE mem_files(
-  path TEXT PRIMARY KEY,
+  id INTEGER PRIMARY KEY,
+  path TEXT UNIQUE NOT NULL,
   session_id TEXT NOT NULL,
   header TEXT NOT NULL,      -- the header line (JSON): a reader resumes from it
   entries INTEGER NOT NULL,  -- entries read so far: the seq of the next one
@@ -77,18 +81,16 @@ _SCHEMA = (
 )""",
     """CREATE TABLE mem_entries(
   rowid INTEGER PRIMARY KEY,
-  file TEXT NOT NULL,        -- session file path
-  session_id TEXT NOT NULL,
+  file INTEGER NOT NULL,     -- mem_files.id
   seq INTEGER NOT NULL,      -- file order
   entry_id TEXT NOT NULL,
   parent_id TEXT,
   kept TEXT                  -- a compaction's firstKeptEntryId ('' if none); NULL for other entries
 )""",
     "CREATE INDEX mem_entries_by_file ON mem_entries(file, seq)",
-    "CREATE INDEX mem_entries_by_session ON mem_entries(session_id)",
     "CREATE INDEX mem_entries_kept ON mem_entries(file) WHERE kept IS NOT NULL",
     """CREATE TABLE mem_calls(
-  file TEXT NOT NULL,
+  file INTEGER NOT NULL,
   call_id TEXT NOT NULL,
   block TEXT,                -- the latest toolCall block with this id (JSON); NULL if only a result named it
   answered INTEGER NOT NULL, -- a result for it was read
@@ -96,7 +98,7 @@ _SCHEMA = (
 ) WITHOUT ROWID""",
     """CREATE TABLE mem_sources(
   rowid INTEGER PRIMARY KEY,
-  file TEXT NOT NULL,
+  file INTEGER NOT NULL,
   session_id TEXT NOT NULL,
   entry_id TEXT NOT NULL,    -- the entry whose presence on the path makes this source visible
   seq INTEGER NOT NULL,
@@ -128,7 +130,7 @@ _SCHEMA = (
     # an unscoped query reads it instead of walking every session (query.py).
     """CREATE TABLE mem_branches(
   id INTEGER PRIMARY KEY,
-  file TEXT UNIQUE NOT NULL,
+  file INTEGER UNIQUE NOT NULL,
   leaf TEXT,                 -- the file's last entry: where its current branch ends (NULL: no entry)
   length INTEGER NOT NULL    -- entries on the branch: the next one appended to the leaf goes here
 )""",
@@ -203,7 +205,7 @@ class _FileWriter:
 
     def __init__(self, index: SearchIndex, path: Path, session_id: str, start: int) -> None:
         self.conn = index.conn
-        self.file = str(path)
+        self.file = _file_id(self.conn, str(path), session_id)
         self.session_id = session_id
         self.reuse: dict[tuple[str, int, str], int] = {}
         """The replaced sources not seen again yet, by (entry, part, digest)."""
@@ -218,7 +220,7 @@ class _FileWriter:
             self.conn.execute("DELETE FROM mem_entries WHERE file = ?", (self.file,))
             self.conn.execute("DELETE FROM mem_calls WHERE file = ?", (self.file,))
         else:
-            row = self.conn.execute("SELECT entries FROM mem_files WHERE path = ?", (self.file,)).fetchone()
+            row = self.conn.execute("SELECT entries FROM mem_files WHERE id = ?", (self.file,)).fetchone()
             self.entries = row[0] if row else 0
         self.next_source = self._next("mem_sources")
         self.next_chunk = self._next("mem_chunks")
@@ -250,11 +252,8 @@ class _FileWriter:
         fed = state.feed(entries)
         self.entries = state.seq
         self.conn.executemany(
-            "INSERT INTO mem_entries(file, session_id, seq, entry_id, parent_id, kept) VALUES (?,?,?,?,?,?)",
-            [
-                (self.file, self.session_id, link.seq, link.entry_id, link.parent_id, link.kept)
-                for link in fed.links
-            ],
+            "INSERT INTO mem_entries(file, seq, entry_id, parent_id, kept) VALUES (?,?,?,?,?)",
+            [(self.file, link.seq, link.entry_id, link.parent_id, link.kept) for link in fed.links],
         )
         self._extend(fed.links)
         for call_id in fed.answered_now:
@@ -398,23 +397,32 @@ class _FileWriter:
         self.conn.execute(
             "UPDATE mem_branches SET leaf = ?, length = ? WHERE id = ?", (self.leaf, self.length, self.branch)
         )
-        columns = ", ".join(_CURSOR)
-        updates = ", ".join(
-            f"{c}=excluded.{c}" for c in ("session_id", "header", "entries", "size", *_CURSOR)
-        )
+        updates = ", ".join(f"{c} = ?" for c in ("session_id", "header", "entries", "size", *_CURSOR))
         # The cursor's mtime is the stamp's: both come from the one fstat the file was read with.
         self.conn.execute(
-            f"INSERT INTO mem_files(path, session_id, header, entries, size, {columns}) "
-            f"VALUES (?,?,?,?,?,{','.join('?' * len(_CURSOR))}) ON CONFLICT(path) DO UPDATE SET {updates}",
+            f"UPDATE mem_files SET {updates} WHERE id = ?",
             (
-                self.file,
                 self.session_id,
                 header.model_dump_json(),
                 self.entries,
                 stamp.size,
                 *cursor.row()[:-1],
+                self.file,
             ),
         )
+
+
+def _file_id(conn: sqlite3.Connection, path: str, session_id: str) -> int:
+    """The id of ``path`` in ``mem_files``, adding its row when raw memory holds nothing of it yet.
+
+    A new row's cursor is empty until the writer's ``finish`` (in the same transaction) sets it.
+    """
+    conn.execute(
+        "INSERT INTO mem_files(path, session_id, header, entries, dev, ino, offset, head, tail, size, mtime_ns) "
+        "VALUES (?, ?, '', 0, 0, 0, 0, '', '', -1, -1) ON CONFLICT(path) DO NOTHING",
+        (path, session_id),
+    )
+    return int(conn.execute("SELECT id FROM mem_files WHERE path = ?", (path,)).fetchone()[0])
 
 
 def _json(value: Any) -> str | None:
@@ -622,13 +630,17 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
 
 
 def _drop_file(conn: sqlite3.Connection, path: str) -> None:
-    for (rowid,) in conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (path,)).fetchall():
+    row = conn.execute("SELECT id FROM mem_files WHERE path = ?", (path,)).fetchone()
+    if row is None:
+        return
+    (file,) = row
+    for (rowid,) in conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (file,)).fetchall():
         drop_source(conn, rowid)
-    conn.execute("DELETE FROM mem_entries WHERE file = ?", (path,))
-    conn.execute("DELETE FROM mem_calls WHERE file = ?", (path,))
-    conn.execute("DELETE FROM mem_files WHERE path = ?", (path,))
-    conn.execute("DELETE FROM mem_path WHERE branch IN (SELECT id FROM mem_branches WHERE file = ?)", (path,))
-    conn.execute("DELETE FROM mem_branches WHERE file = ?", (path,))
+    conn.execute("DELETE FROM mem_entries WHERE file = ?", (file,))
+    conn.execute("DELETE FROM mem_calls WHERE file = ?", (file,))
+    conn.execute("DELETE FROM mem_path WHERE branch IN (SELECT id FROM mem_branches WHERE file = ?)", (file,))
+    conn.execute("DELETE FROM mem_branches WHERE file = ?", (file,))
+    conn.execute("DELETE FROM mem_files WHERE id = ?", (file,))
 
 
 def refresh_memory(

@@ -289,7 +289,7 @@ def _kept_scope(index: SearchIndex, snapshot: int) -> _Scope:
     sessions = [
         sid
         for (sid,) in index.conn.execute(
-            "SELECT f.session_id FROM mem_files f JOIN mem_branches b ON b.file = f.path WHERE b.length > 0 "
+            "SELECT f.session_id FROM mem_files f JOIN mem_branches b ON b.file = f.id WHERE b.length > 0 "
             "ORDER BY f.path"
         )
     ]
@@ -331,24 +331,24 @@ def _walked_scope(
     elif session_id is not None:
         session_id = full_session_id(conn, "mem_files", session_id)
         files = conn.execute(
-            "SELECT path, session_id FROM mem_files WHERE session_id = ? ORDER BY path", (session_id,)
+            "SELECT id, session_id FROM mem_files WHERE session_id = ? ORDER BY path", (session_id,)
         ).fetchall()
         if not files:
             raise QueryError(
                 f"unknown session {session_id!r}: no session file with this id under the session roots"
             )
     else:
-        files = conn.execute("SELECT path, session_id FROM mem_files ORDER BY path").fetchall()
+        files = conn.execute("SELECT id, session_id FROM mem_files ORDER BY path").fetchall()
     scope = _Scope({}, [], snapshot)
     rowids: list[int] = []
     sessions: dict[str, None] = {}
     leaf_found = False
     pinned_found = False
-    for path, sid in files:
+    for file, sid in files:
         links = [
             EntryLink(seq, entry_id, parent)
             for seq, entry_id, parent in conn.execute(
-                "SELECT seq, entry_id, parent_id FROM mem_entries WHERE file = ? ORDER BY seq", (path,)
+                "SELECT seq, entry_id, parent_id FROM mem_entries WHERE file = ? ORDER BY seq", (file,)
             )
         ]
         tip = current_leaf_id(links)
@@ -373,13 +373,13 @@ def _walked_scope(
                 "SELECT e.entry_id, e.kept FROM mem_entries e JOIN mem_sources s "
                 "ON s.file = e.file AND s.entry_id = e.entry_id AND s.kind = 'compaction' "
                 "WHERE e.file = ? AND e.kept IS NOT NULL AND s.rowid <= ?",
-                (path, snapshot),
+                (file, snapshot),
             )
         )
         on_path = dict(zip(branch, context_labels(branch, compactions), strict=True))
         sessions.setdefault(sid, None)
         for rowid, entry_id in conn.execute(
-            "SELECT rowid, entry_id FROM mem_sources WHERE file = ?", (path,)
+            "SELECT rowid, entry_id FROM mem_sources WHERE file = ?", (file,)
         ):
             label = on_path.get(entry_id)
             if label is not None:
@@ -396,8 +396,10 @@ def _walked_scope(
     return rowids, scope
 
 
-def _pinned_files(index: SearchIndex, pinned: MemoryScope, session_id: str | None) -> list[tuple[str, str]]:
-    """The pinned session's files (none while it is not indexed); another ``session_id`` is refused."""
+def _pinned_files(index: SearchIndex, pinned: MemoryScope, session_id: str | None) -> list[tuple[int, str]]:
+    """The pinned session's files, ``(mem_files.id, session id)`` (none while it is not indexed);
+    another ``session_id`` is refused.
+    """
     clauses, params = [], []
     if pinned.session_file is not None:
         clauses.append("path = ?")
@@ -405,10 +407,10 @@ def _pinned_files(index: SearchIndex, pinned: MemoryScope, session_id: str | Non
     if pinned.session_id is not None:
         clauses.append("session_id = ?")
         params.append(pinned.session_id)
-    files: list[tuple[str, str]] = index.conn.execute(
-        f"SELECT path, session_id FROM mem_files WHERE {' AND '.join(clauses)} ORDER BY path", params
+    files: list[tuple[int, str]] = index.conn.execute(
+        f"SELECT id, session_id FROM mem_files WHERE {' AND '.join(clauses)} ORDER BY path", params
     ).fetchall()
-    if session_id is not None and files and all(sid != session_id for _path, sid in files):
+    if session_id is not None and files and all(sid != session_id for _file, sid in files):
         raise QueryError(f"unknown session {session_id!r}: this memory search sees only the current session")
     return files
 
