@@ -32,7 +32,7 @@ from typing import Any
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import dumps
 from pbot_watch.memory.extract import EntryLink, MemoryFeed, Source, call_ids, current_leaf_id, path_to_root
-from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack
+from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack, unpacked_bytes
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact.policy import scrub_structure
@@ -44,7 +44,7 @@ MEMORY_SCHEMA_VERSION = 7
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
-``mem_files.id``, not by its path.)"""
+``mem_files.id``, not by its path, and a text is kept once however many sources have it.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -110,13 +110,20 @@ _SCHEMA = (
   line_count INTEGER NOT NULL,
   capped INTEGER NOT NULL,   -- longer than the indexes see: literal search reads it (texts.py)
   unanswered TEXT,           -- a call delivered alone: its id (a later result replaces this source)
-  digest TEXT NOT NULL       -- content hash: an unchanged source keeps its row id (stable cursors)
+  digest BLOB NOT NULL,      -- content hash: an unchanged source keeps its row id (stable cursors)
+  text INTEGER NOT NULL      -- mem_texts.rowid
 )""",
     "CREATE INDEX mem_sources_by_file ON mem_sources(file, seq, part)",
     "CREATE INDEX mem_sources_unanswered ON mem_sources(file, unanswered) WHERE unanswered IS NOT NULL",
     "CREATE INDEX mem_sources_capped ON mem_sources(capped) WHERE capped",
-    # The text, once, apart from the rows that scopes and orders read (texts.py says how).
-    "CREATE TABLE mem_texts(rowid INTEGER PRIMARY KEY, data BLOB NOT NULL, packed INTEGER NOT NULL)",
+    # The text, apart from the rows that scopes and orders read (texts.py says how), once however
+    # many sources have it: a forked or copied session file repeats its parent's entries, and a
+    # tool often prints the same output again. `key` is a hash of the text (a match is compared
+    # whole before it is shared); `refs` counts the sources that have it.
+    """CREATE TABLE mem_texts(
+  rowid INTEGER PRIMARY KEY, key INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL, packed INTEGER NOT NULL
+)""",
+    "CREATE INDEX mem_texts_by_key ON mem_texts(key)",
     # A terms row: CHUNK_LINES lines of a source from `line`.
     """CREATE TABLE mem_chunks(
   rowid INTEGER PRIMARY KEY, source INTEGER NOT NULL, line INTEGER NOT NULL, count INTEGER NOT NULL
@@ -156,15 +163,22 @@ def ensure_memory_tables(index: SearchIndex) -> None:
     ensure_family(index.conn, Family(_VERSION_KEY, MEMORY_SCHEMA_VERSION, MEMORY_TABLES, _SCHEMA))
 
 
-def _digest(source: Source, text: str) -> str:
-    """A hash of everything stored of a source (a huge text is hashed piece by piece)."""
-    meta = [source.kind, source.timestamp, source.label, source.seq, source.unanswered]
-    meta.append([[s.title, s.first, s.last] for s in source.sections])
-    hasher = hashlib.blake2b(digest_size=12)
-    hasher.update(json.dumps(meta, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+def _digests(source: Source, text: str) -> tuple[bytes, int]:
+    """A hash of everything stored of a source, and the ``mem_texts`` key of its text.
+
+    The text is hashed once (a huge one piece by piece); the source's hash covers that hash.
+    """
+    hasher = hashlib.blake2b(digest_size=16)
     for start in range(0, len(text), 1 << 20):
         hasher.update(text[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
-    return hasher.hexdigest()
+    text_hash = hasher.digest()
+    meta = [source.kind, source.timestamp, source.label, source.seq, source.unanswered]
+    meta.append([[s.title, s.first, s.last] for s in source.sections])
+    whole = hashlib.blake2b(
+        json.dumps(meta, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=12
+    )
+    whole.update(text_hash)
+    return whole.digest(), int.from_bytes(text_hash[:8], "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -207,7 +221,7 @@ class _FileWriter:
         self.conn = index.conn
         self.file = _file_id(self.conn, str(path), session_id)
         self.session_id = session_id
-        self.reuse: dict[tuple[str, int, str], int] = {}
+        self.reuse: dict[tuple[str, int, bytes], int] = {}
         """The replaced sources not seen again yet, by (entry, part, digest)."""
         self.entries = 0
         if start == 0:
@@ -336,14 +350,13 @@ class _FileWriter:
 
     def _add(self, sources: list[Source]) -> None:
         rows: list[tuple[Any, ...]] = []
-        texts: list[tuple[int, bytes, int]] = []
         literal: list[tuple[int, str]] = []
         chunks: list[tuple[int, int, int, int]] = []
         terms: list[tuple[int, str]] = []
         visible: list[tuple[int, int, int]] = []
         for source in sources:
             text = "\n".join(source.lines)
-            digest = _digest(source, text)
+            digest, key = _digests(source, text)
             if self.reuse.pop((source.entry_id, source.part, digest), None) is not None:
                 continue
             rowid, self.next_source = self.next_source, self.next_source + 1
@@ -363,13 +376,12 @@ class _FileWriter:
                     int(capped(text)),
                     source.unanswered,
                     digest,
+                    self._text(text, key),
                 )
             )
             position = None if self.stale else self._position(source.entry_id)
             if position is not None:
                 visible.append((rowid, self.branch, position))
-            data, packed = pack(text)
-            texts.append((rowid, data, int(packed)))
             document = literal_document(text)
             if document is not None:
                 literal.append((rowid, document))
@@ -379,14 +391,28 @@ class _FileWriter:
                 terms.append((chunk, body))
         self.conn.executemany(
             "INSERT INTO mem_sources(rowid, file, session_id, entry_id, seq, part, kind, timestamp, label, "
-            "sections, line_count, capped, unanswered, digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "sections, line_count, capped, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
-        self.conn.executemany("INSERT INTO mem_texts(rowid, data, packed) VALUES (?,?,?)", texts)
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, source, line, count) VALUES (?,?,?,?)", chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", terms)
         self.conn.executemany("INSERT INTO mem_visible(rowid, branch, pos) VALUES (?,?,?)", visible)
+
+    def _text(self, text: str, key: int) -> int:
+        """The ``mem_texts`` row holding ``text``: one that already does (one more source has it), else a new one."""
+        for rowid, data, packed in self.conn.execute(
+            "SELECT rowid, data, packed FROM mem_texts WHERE key = ?", (key,)
+        ).fetchall():
+            if unpack(data, bool(packed)) == text:
+                self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (rowid,))
+                return int(rowid)
+        data, packed = pack(text)
+        cursor = self.conn.execute(
+            "INSERT INTO mem_texts(key, refs, data, packed) VALUES (?, 1, ?, ?)", (key, data, int(packed))
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
 
     def finish(self, header: SessionHeader, cursor: Cursor, stamp: FileStamp) -> None:
         """Forget the replaced sources that did not come back, and remember where reading stopped."""
@@ -566,8 +592,24 @@ def _forget(index: SearchIndex, path: Path, known: _Known | None) -> bool:
 
 def source_text(conn: sqlite3.Connection, rowid: int) -> str:
     """The whole text of one stored source."""
-    data, packed = conn.execute("SELECT data, packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
-    return unpack(data, bool(packed))
+    return source_texts(conn, [rowid])[rowid]
+
+
+def source_texts(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
+    """The whole texts of these stored sources (at most a few hundred: one statement), by row id."""
+    return {rowid: raw.decode("utf-8", "surrogatepass") for rowid, raw in source_bytes(conn, rowids).items()}
+
+
+def source_bytes(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, bytes]:
+    """``source_texts`` as UTF-8 (lone surrogates kept), not decoded: a literal search tests most as bytes."""
+    return {
+        rowid: unpacked_bytes(data, bool(packed))
+        for rowid, data, packed in conn.execute(
+            "SELECT s.rowid, t.data, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text "
+            f"WHERE s.rowid IN ({','.join('?' * len(rowids))})",
+            rowids,
+        )
+    }
 
 
 def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
@@ -576,11 +618,14 @@ def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
     For a capped source (a pasted 50 MB log): a query that looks for a line in it, or shows a
     few of its lines, holds a piece and a line, never the whole text or a list of its lines.
     """
-    (packed,) = conn.execute("SELECT packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
+    text, packed = conn.execute(
+        "SELECT t.rowid, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text WHERE s.rowid = ?",
+        (rowid,),
+    ).fetchone()
     inflate = zlib.decompressobj() if packed else None
     decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
     carry = ""
-    with conn.blobopen("mem_texts", "data", rowid, readonly=True) as blob:
+    with conn.blobopen("mem_texts", "data", text, readonly=True) as blob:
         while True:
             raw = blob.read(READ_PIECE)
             pieces = [raw] if inflate is None else _inflated(inflate, raw)
@@ -603,10 +648,16 @@ def _inflated(inflate: Any, raw: bytes) -> Iterator[bytes]:
 
 
 def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
-    """Remove one source, taking out of the contentless FTS tables exactly what was put in."""
-    row = conn.execute("SELECT data, packed FROM mem_texts WHERE rowid = ?", (rowid,)).fetchone()
+    """Remove one source, taking out of the contentless FTS tables exactly what was put in.
+
+    Its text goes with its last source.
+    """
+    row = conn.execute(
+        "SELECT t.rowid, t.data, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text WHERE s.rowid = ?",
+        (rowid,),
+    ).fetchone()
     if row is not None:
-        text = unpack(row[0], bool(row[1]))
+        text_id, text = row[0], unpack(row[1], bool(row[2]))
         document = literal_document(text)
         if document is not None:
             conn.execute(
@@ -623,8 +674,9 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
             "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)",
             zip(chunks, bodies, strict=True),
         )
+        conn.execute("UPDATE mem_texts SET refs = refs - 1 WHERE rowid = ?", (text_id,))
+        conn.execute("DELETE FROM mem_texts WHERE rowid = ? AND refs <= 0", (text_id,))
     conn.execute("DELETE FROM mem_chunks WHERE source = ?", (rowid,))
-    conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (rowid,))
     conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
     conn.execute("DELETE FROM mem_visible WHERE rowid = ?", (rowid,))
 

@@ -21,9 +21,9 @@ from typing import Any
 from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_labels
 from pbot_watch.memory.extract import EntryLink, current_leaf_id, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
-from pbot_watch.memory.index import ensure_memory_tables, source_lines
+from pbot_watch.memory.index import ensure_memory_tables, source_bytes, source_lines, source_texts
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
-from pbot_watch.memory.texts import indexed_lines, literal_match, unpack, unpacked_bytes
+from pbot_watch.memory.texts import indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex, storable
@@ -158,13 +158,7 @@ def _with_texts(index: SearchIndex, rows: Iterable[_Row]) -> Iterator[_Row]:
 def _load_texts(index: SearchIndex, rows: list[_Row]) -> list[_Row]:
     missing = [row.rowid for row in rows if row.text is None]
     if missing:
-        texts = {
-            rowid: unpack(data, bool(packed))
-            for rowid, data, packed in index.conn.execute(
-                f"SELECT rowid, data, packed FROM mem_texts WHERE rowid IN ({','.join('?' * len(missing))})",
-                missing,
-            )
-        }
+        texts = source_texts(index.conn, missing)
         for row in rows:
             if row.text is None:
                 row.text = texts[row.rowid]
@@ -774,11 +768,8 @@ def _confirmed(index: SearchIndex, needle: str, candidates: list[tuple[int, bool
         indexed = [rowid for rowid, capped in batch if not capped]
         stored = dict.fromkeys(indexed, False)
         if indexed:
-            for rowid, data, packed in index.conn.execute(
-                f"SELECT rowid, data, packed FROM mem_texts WHERE rowid IN ({','.join('?' * len(indexed))})",
-                indexed,
-            ):
-                stored[rowid] = _holds(unpacked_bytes(data, bool(packed)), needle, encoded)
+            for rowid, raw in source_bytes(index.conn, indexed).items():
+                stored[rowid] = _holds(raw, needle, encoded)
         for rowid, capped in batch:
             if stored[rowid] if not capped else _streamed_lines_with(index, rowid, needle, every=False):
                 yield rowid

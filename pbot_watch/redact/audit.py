@@ -102,7 +102,7 @@ def index_leaks(db: Path) -> Iterator[Leak]:
 def _memory_leaks(conn: sqlite3.Connection, unpack: Any) -> Iterator[Leak]:
     rows = conn.execute(
         "SELECT f.path, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
-        "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.rowid"
+        "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
     )
     for path, session_id, entry_id, shown, data, packed in rows:
         kinds = Counter(kinds_in(shown or "")) + Counter(kinds_in(unpack(data, bool(packed))))

@@ -308,6 +308,49 @@ def bytes_read_so_far() -> int:
     raise AssertionError("no rchar in /proc/self/io")
 
 
+class TestStoredOnce:
+    def test_a_forked_session_keeps_its_parent_texts_once_and_both_find_them(self, tmp_path: Path) -> None:
+        """A fork repeats its parent's entries (same ids): its sources share the parent's texts."""
+        parent = busy_session(tmp_path / "sessions" / "parent.jsonl", turns=4, output_lines=40)
+        parent.write(tmp_path / "sessions" / "parent.jsonl")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            alone = index.conn.execute("SELECT count(*), sum(length(data)) FROM mem_texts").fetchone()
+            fork = parent.fork("sess-fork")
+            fork.user("question 9: a fork of its own", id="u9")
+            fork.write(tmp_path / "sessions" / "fork.jsonl")
+            refresh_memory(index, [tmp_path / "sessions"])
+            texts, stored = index.conn.execute("SELECT count(*), sum(length(data)) FROM mem_texts").fetchone()
+            assert texts == alone[0] + 1  # only the fork's own question is a new text
+            assert stored < alone[1] + 100
+            found = search_memory(index, "step 2 output line 39")
+            assert {"sess-busy", "sess-fork"} == {hit.session_id for hit in found.hits}
+            assert all("step 2 output line 39" in recall(index, hit.handle).text for hit in found.hits)
+            # The parent goes: its texts stay for the fork, and leave with the fork's last source.
+            (tmp_path / "sessions" / "parent.jsonl").unlink()
+            refresh_memory(index, [tmp_path / "sessions"])
+            (hit,) = search_memory(index, "step 2 output line 39").hits
+            assert hit.session_id == "sess-fork"
+            assert "step 2 output line 39" in recall(index, hit.handle).text
+            assert texts == index.conn.execute("SELECT count(*) FROM mem_texts").fetchone()[0]
+            (tmp_path / "sessions" / "fork.jsonl").unlink()
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert (0, 0) == index.conn.execute("SELECT count(*), total(refs) FROM mem_texts").fetchone()
+
+    def test_a_text_repeated_in_one_session_is_stored_once(self, tmp_path: Path) -> None:
+        """The same tool output printed twice is one text; each source still has it."""
+        w = PiSession("sess-1", file=tmp_path / "sessions" / "s.jsonl")
+        for i in range(2):
+            w.user(f"run the tests, take {i}", id=f"u{i}")
+            w.assistant(None, calls=[(f"c{i}", "bash", {"command": "npm test"})], id=f"a{i}")
+            w.tool_result("3 failed: budget over limit\n" * 30, call_id=f"c{i}", name="bash", id=f"t{i}")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert 2 == search_memory(index, "budget over limit").total
+            shared = index.conn.execute("SELECT count(*) FROM mem_texts WHERE refs > 1").fetchone()[0]
+            assert shared >= 1
+
+
 class TestHugeMessage:
     def test_a_huge_line_is_stored_whole_and_found_by_literal_search_anywhere(self, tmp_path: Path) -> None:
         """A pasted log longer than INDEXED_CHARS: literal search finds its end, recall returns it whole."""
