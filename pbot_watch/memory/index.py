@@ -23,7 +23,7 @@ import codecs
 import hashlib
 import json
 import sqlite3
-import zlib
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,16 @@ from typing import Any
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import dumps
 from pbot_watch.memory.extract import EntryLink, MemoryFeed, Source, call_ids, current_leaf_id, path_to_root
-from pbot_watch.memory.texts import capped, literal_document, pack, term_chunks, unpack, unpacked_bytes
+from pbot_watch.memory.texts import (
+    PACK_FROM,
+    TRAIN_TEXTS,
+    ZSTD,
+    TextCodec,
+    capped,
+    literal_document,
+    term_chunks,
+    train,
+)
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact.policy import scrub_structure
@@ -44,7 +53,8 @@ MEMORY_SCHEMA_VERSION = 7
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
-``mem_files.id``, not by its path, and a text is kept once however many sources have it.)"""
+``mem_files.id``, not by its path, a text is kept once however many sources have it, and
+texts are compressed with zstd and a dictionary, ``mem_dicts``.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -58,6 +68,7 @@ MEMORY_TABLES = (
     "mem_calls",
     "mem_sources",
     "mem_texts",
+    "mem_dicts",
     "mem_chunks",
     "mem_literal",
     "mem_terms",
@@ -124,6 +135,10 @@ _SCHEMA = (
   rowid INTEGER PRIMARY KEY, key INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL, packed INTEGER NOT NULL
 )""",
     "CREATE INDEX mem_texts_by_key ON mem_texts(key)",
+    # The zstd dictionaries texts are compressed with (texts.py), trained on the first texts
+    # stored; `packed` of a text is the id of its own (ids start at 2). Empty data: none could be
+    # trained (the texts went on without one). `hash` names a dictionary in a process's cache.
+    "CREATE TABLE mem_dicts(id INTEGER PRIMARY KEY, hash BLOB NOT NULL, data BLOB NOT NULL)",
     # A terms row: CHUNK_LINES lines of a source from `line`.
     """CREATE TABLE mem_chunks(
   rowid INTEGER PRIMARY KEY, source INTEGER NOT NULL, line INTEGER NOT NULL, count INTEGER NOT NULL
@@ -236,6 +251,13 @@ class _FileWriter:
         else:
             row = self.conn.execute("SELECT entries FROM mem_files WHERE id = ?", (self.file,)).fetchone()
             self.entries = row[0] if row else 0
+        self.codec = text_codec(self.conn)
+        self.untrained = not self.conn.execute("SELECT 1 FROM mem_dicts").fetchone()
+        """No dictionary was trained yet: one is, from the first ``TRAIN_TEXTS`` texts."""
+        self.held = 0
+        if self.untrained:
+            limited = "SELECT count(*) FROM (SELECT 1 FROM mem_texts LIMIT ?)"
+            self.held = self.conn.execute(limited, (TRAIN_TEXTS,)).fetchone()[0]
         self.next_source = self._next("mem_sources")
         self.next_chunk = self._next("mem_chunks")
         self.conn.execute("INSERT OR IGNORE INTO mem_branches(file, length) VALUES (?, 0)", (self.file,))
@@ -404,15 +426,40 @@ class _FileWriter:
         for rowid, data, packed in self.conn.execute(
             "SELECT rowid, data, packed FROM mem_texts WHERE key = ?", (key,)
         ).fetchall():
-            if unpack(data, bool(packed)) == text:
+            if self.codec.unpack(data, packed) == text:
                 self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (rowid,))
                 return int(rowid)
-        data, packed = pack(text)
+        data, packed = self.codec.pack(text)
         cursor = self.conn.execute(
-            "INSERT INTO mem_texts(key, refs, data, packed) VALUES (?, 1, ?, ?)", (key, data, int(packed))
+            "INSERT INTO mem_texts(key, refs, data, packed) VALUES (?, 1, ?, ?)", (key, data, packed)
         )
         assert cursor.lastrowid is not None
+        if self.untrained:
+            self.held += 1
+            if self.held >= TRAIN_TEXTS:
+                self._train()
         return cursor.lastrowid
+
+    def _train(self) -> None:
+        """Once ``TRAIN_TEXTS`` texts are stored: train the dictionary on them, and pack them again with it."""
+        self.untrained = False
+        stored = self.conn.execute(
+            "SELECT rowid, data, packed FROM mem_texts ORDER BY rowid LIMIT ?", (TRAIN_TEXTS,)
+        ).fetchall()
+        texts = [(rowid, self.codec.unpack(data, packed)) for rowid, data, packed in stored]
+        trained = train([text for _rowid, text in texts]) or b""
+        ident = max([ZSTD, *(i for (i,) in self.conn.execute("SELECT id FROM mem_dicts"))]) + 1
+        self.conn.execute(
+            "INSERT INTO mem_dicts(id, hash, data) VALUES (?, ?, ?)",
+            (ident, _dictionary_hash(trained), trained),
+        )
+        self.codec = text_codec(self.conn)
+        if self.codec.current is None:
+            return
+        self.conn.executemany(
+            "UPDATE mem_texts SET data = ?, packed = ? WHERE rowid = ?",
+            ((*self.codec.pack(text), rowid) for rowid, text in texts if len(text) >= PACK_FROM),
+        )
 
     def finish(self, header: SessionHeader, cursor: Cursor, stamp: FileStamp) -> None:
         """Forget the replaced sources that did not come back, and remember where reading stopped."""
@@ -595,6 +642,29 @@ def source_text(conn: sqlite3.Connection, rowid: int) -> str:
     return source_texts(conn, [rowid])[rowid]
 
 
+def _dictionary_hash(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+_CODECS: dict[tuple[int, tuple[tuple[int, bytes], ...]], TextCodec] = {}
+"""Each thread's codec for each set of dictionaries seen (a zstd context is not for two threads)."""
+
+
+def text_codec(conn: sqlite3.Connection) -> TextCodec:
+    """What packs and unpacks this database's texts: a read of the dictionaries' ids and hashes,
+    their data only the first time this process meets them.
+    """
+    names = tuple(conn.execute("SELECT id, hash FROM mem_dicts ORDER BY id").fetchall())
+    key = (threading.get_ident(), names)
+    codec = _CODECS.get(key)
+    if codec is None:
+        if len(_CODECS) > 64:
+            _CODECS.clear()
+        data = dict(conn.execute("SELECT id, data FROM mem_dicts WHERE length(data) > 0"))
+        codec = _CODECS[key] = TextCodec(data, max(data, default=None))
+    return codec
+
+
 def source_texts(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
     """The whole texts of these stored sources (at most a few hundred: one statement), by row id."""
     return {rowid: raw.decode("utf-8", "surrogatepass") for rowid, raw in source_bytes(conn, rowids).items()}
@@ -602,8 +672,9 @@ def source_texts(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
 
 def source_bytes(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, bytes]:
     """``source_texts`` as UTF-8 (lone surrogates kept), not decoded: a literal search tests most as bytes."""
+    codec = text_codec(conn)
     return {
-        rowid: unpacked_bytes(data, bool(packed))
+        rowid: codec.unpacked_bytes(data, packed)
         for rowid, data, packed in conn.execute(
             "SELECT s.rowid, t.data, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text "
             f"WHERE s.rowid IN ({','.join('?' * len(rowids))})",
@@ -622,29 +693,17 @@ def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
         "SELECT t.rowid, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text WHERE s.rowid = ?",
         (rowid,),
     ).fetchone()
-    inflate = zlib.decompressobj() if packed else None
+    codec = text_codec(conn)
     decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
     carry = ""
     with conn.blobopen("mem_texts", "data", text, readonly=True) as blob:
-        while True:
-            raw = blob.read(READ_PIECE)
-            pieces = [raw] if inflate is None else _inflated(inflate, raw)
-            for piece in pieces:
-                lines = (carry + decoder.decode(piece)).split("\n")
-                carry = lines.pop()
-                yield from lines
-            if not raw:
-                break
+        # Inflated as read: a piece is at most READ_PIECE bytes, whatever logs compress by.
+        stream = codec.reader(blob, packed)  # type: ignore[arg-type]
+        while piece := stream.read(READ_PIECE):
+            lines = (carry + decoder.decode(piece)).split("\n")
+            carry = lines.pop()
+            yield from lines
     yield carry + decoder.decode(b"", final=True)
-
-
-def _inflated(inflate: Any, raw: bytes) -> Iterator[bytes]:
-    """What ``raw`` inflates to, at most ``READ_PIECE`` bytes at a time (logs compress 10:1 and more)."""
-    if not raw:  # the end of the stored bytes
-        yield inflate.flush()
-    while raw:
-        yield inflate.decompress(raw, READ_PIECE)
-        raw = inflate.unconsumed_tail
 
 
 def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
@@ -657,7 +716,7 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
         (rowid,),
     ).fetchone()
     if row is not None:
-        text_id, text = row[0], unpack(row[1], bool(row[2]))
+        text_id, text = row[0], text_codec(conn).unpack(row[1], row[2])
         document = literal_document(text)
         if document is not None:
             conn.execute(
@@ -745,6 +804,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
             *_BRANCH_TABLES,
             "mem_chunks",
             "mem_texts",
+            "mem_dicts",
             "mem_sources",
             "mem_calls",
             "mem_entries",

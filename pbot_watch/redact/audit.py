@@ -14,6 +14,7 @@ free pages, as deleting rows would.
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ def scrubbed_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def index_leaks(db: Path) -> Iterator[Leak]:
     """What the search index file holds: node texts and names (history), source texts (memory)."""
-    from pbot_watch.memory.texts import unpack  # noqa: PLC0415 - only the audit reads packed texts
+    from pbot_watch.memory.index import text_codec  # noqa: PLC0415 - only the audit reads packed texts
 
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
@@ -93,8 +94,10 @@ def index_leaks(db: Path) -> Iterator[Leak]:
             for path, session_id, node_id, text in rows:
                 if kinds := kinds_in(text or ""):
                     yield Leak("history index", path, session_id, node_id, kinds)
-        if {"mem_sources", "mem_texts"} <= tables:
-            yield from _memory_leaks(conn, unpack)
+        if {"mem_sources", "mem_texts", "mem_dicts"} <= tables:
+            yield from _memory_leaks(conn, text_codec(conn).unpack)
+        elif {"mem_sources", "mem_texts"} <= tables:
+            yield from _old_memory_leaks(conn)
     finally:
         conn.close()
 
@@ -105,9 +108,27 @@ def _memory_leaks(conn: sqlite3.Connection, unpack: Any) -> Iterator[Leak]:
         "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
     )
     for path, session_id, entry_id, shown, data, packed in rows:
-        kinds = Counter(kinds_in(shown or "")) + Counter(kinds_in(unpack(data, bool(packed))))
+        kinds = dict(Counter(kinds_in(shown or "")) + Counter(kinds_in(unpack(data, packed))))
         if kinds:
             yield Leak("memory index", path, session_id, entry_id, dict(sorted(kinds.items())))
+    # The compression dictionary is made of pieces of the texts it was trained on.
+    for ident, data in conn.execute("SELECT id, data FROM mem_dicts"):
+        if kinds := kinds_in(data.decode("utf-8", "replace")):
+            yield Leak("memory index", "", "", f"compression dictionary {ident}", kinds)
+
+
+def _old_memory_leaks(conn: sqlite3.Connection) -> Iterator[Leak]:
+    """Raw memory as schema 6 and before kept it (zlib, a text per source row), which the next
+    query or service start rebuilds: until then it is on disk, so it is audited too.
+    """
+    rows = conn.execute(
+        "SELECT s.file, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
+        "JOIN mem_texts t ON t.rowid = s.rowid"
+    )
+    for path, session_id, entry_id, shown, data, packed in rows:
+        text = (zlib.decompress(data) if packed else data).decode("utf-8", "surrogatepass")
+        if kinds := dict(Counter(kinds_in(shown or "")) + Counter(kinds_in(text))):
+            yield Leak("memory index", str(path), session_id, entry_id, dict(sorted(kinds.items())))
 
 
 def total(leaks: Iterable[Leak]) -> dict[str, int]:

@@ -19,11 +19,13 @@ from pbot_watch.memory.index import (
     MemorySync,
     count_sources,
     feed_memory,
+    rebuild_memory,
     refresh_memory,
     source_text,
     sync_memory_file,
 )
 from pbot_watch.memory.query import recall, search_memory
+from pbot_watch.memory.texts import PLAIN, TRAIN_TEXTS
 from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import INDEXED_CHARS, SearchIndex
@@ -349,6 +351,51 @@ class TestStoredOnce:
             assert 2 == search_memory(index, "budget over limit").total
             shared = index.conn.execute("SELECT count(*) FROM mem_texts WHERE refs > 1").fetchone()[0]
             assert shared >= 1
+
+
+class TestCompression:
+    def test_texts_are_packed_with_a_dictionary_trained_on_the_first_ones(self, tmp_path: Path) -> None:
+        """Past TRAIN_TEXTS texts a dictionary is trained, the first texts packed again with it, and
+        every text, a huge one streamed line by line too, reads back exactly.
+        """
+        path = tmp_path / "sessions" / "s.jsonl"
+        w = busy_session(path, turns=TRAIN_TEXTS // 3 + 50, output_lines=6)
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            ((ident, size),) = index.conn.execute("SELECT id, length(data) FROM mem_dicts").fetchall()
+            assert size > 0
+            packed = dict(index.conn.execute("SELECT packed, count(*) FROM mem_texts GROUP BY packed"))
+            assert set(packed) <= {PLAIN, ident}
+            first = search_memory(index, "step 0 output line 5").hits[0]
+            assert recall(index, first.handle).text.endswith("step 0 output line 5")
+            log = "".join(f"log line {n} of a pasted log\n" for n in range(INDEXED_CHARS // 20))
+            w.user("a pasted log", id="u-log")
+            w.tool_result(log, call_id="c-log", name="bash", id="t-log")
+            refresh_memory(index, [tmp_path / "sessions"])
+            last = INDEXED_CHARS // 20 - 1
+            (hit,) = search_memory(index, f"log line {last} of a").hits
+            assert hit.line == last + 1  # a capped source: streamed through the dictionary
+            assert (ident, 1) == index.conn.execute("SELECT max(id), count(*) FROM mem_dicts").fetchone()
+            (stored,) = index.conn.execute(
+                "SELECT length(t.data) FROM mem_texts t JOIN mem_sources s ON s.text = t.rowid "
+                "WHERE s.entry_id = 't-log'"
+            ).fetchone()
+            assert stored < len(log) / 4
+
+    def test_a_rebuild_trains_its_dictionary_again(self, tmp_path: Path) -> None:
+        """Rebuilt raw memory forgets the old dictionary (it holds pieces of the old texts)."""
+        busy_session(tmp_path / "sessions" / "s.jsonl", turns=TRAIN_TEXTS // 3 + 50)
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            (old,) = index.conn.execute("SELECT hash FROM mem_dicts").fetchone()
+            (tmp_path / "sessions" / "s.jsonl").unlink()
+            busy_session(tmp_path / "sessions" / "t.jsonl", turns=TRAIN_TEXTS // 3 + 50, output_lines=5)
+            rebuild_memory(index, [tmp_path / "sessions"])
+            ((new,),) = index.conn.execute("SELECT hash FROM mem_dicts").fetchall()
+            assert new != old
+            after = search_memory(index, "output line 4")
+            assert after.total > 0
+            assert all("output line 4" in recall(index, h.handle).text for h in after.hits)
 
 
 class TestHugeMessage:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.memory.texts import unpack
+from pbot_watch.memory.index import text_codec
 from pbot_watch.redact import holds_secret, marker, policy
 from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
@@ -77,8 +77,9 @@ def _everything_stored(home: Path, workspace: Path) -> str:
                 parts += [str(row) for row in conn.execute(f'SELECT * FROM "{table}"')]
             except sqlite3.OperationalError:
                 continue  # a contentless FTS table: its shadow tables are read instead
+        codec = text_codec(conn)
         parts += [
-            unpack(data, bool(packed)) for data, packed in conn.execute("SELECT data, packed FROM mem_texts")
+            codec.unpack(data, packed) for data, packed in conn.execute("SELECT data, packed FROM mem_texts")
         ]
     finally:
         conn.close()
