@@ -60,6 +60,7 @@ READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
 
 _VERSION_KEY = "memory_schema_version"
+_DICT_KEY = "memory_last_dictionary"
 _BRANCH_TABLES = ("mem_visible", "mem_path", "mem_branches")
 
 MEMORY_TABLES = (
@@ -448,7 +449,10 @@ class _FileWriter:
         ).fetchall()
         texts = [(rowid, self.codec.unpack(data, packed)) for rowid, data, packed in stored]
         trained = train([text for _rowid, text in texts]) or b""
-        ident = max([ZSTD, *(i for (i,) in self.conn.execute("SELECT id FROM mem_dicts"))]) + 1
+        # Never the id of an earlier one (after a rebuild): a reader decodes by id.
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (_DICT_KEY,)).fetchone()
+        ident = max(ZSTD, int(row[0]) if row else ZSTD) + 1
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_DICT_KEY, str(ident)))
         self.conn.execute(
             "INSERT INTO mem_dicts(id, hash, data) VALUES (?, ?, ?)",
             (ident, _dictionary_hash(trained), trained),
@@ -671,16 +675,18 @@ def source_texts(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
 
 
 def source_bytes(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, bytes]:
-    """``source_texts`` as UTF-8 (lone surrogates kept), not decoded: a literal search tests most as bytes."""
+    """``source_texts`` as UTF-8 (lone surrogates kept), not decoded: a literal search tests most as bytes.
+
+    The dictionaries are read after the texts: a text packed with a dictionary another process
+    has just trained is read with it (both were written in one transaction).
+    """
+    rows = conn.execute(
+        "SELECT s.rowid, t.data, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text "
+        f"WHERE s.rowid IN ({','.join('?' * len(rowids))})",
+        rowids,
+    ).fetchall()
     codec = text_codec(conn)
-    return {
-        rowid: codec.unpacked_bytes(data, packed)
-        for rowid, data, packed in conn.execute(
-            "SELECT s.rowid, t.data, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text "
-            f"WHERE s.rowid IN ({','.join('?' * len(rowids))})",
-            rowids,
-        )
-    }
+    return {rowid: codec.unpacked_bytes(data, packed) for rowid, data, packed in rows}
 
 
 def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
