@@ -1,8 +1,8 @@
 """The tools a model calls: history search and read, raw memory search and recall.
 
-Each tool is one module holding everything about it: its spec (name, title, description, a
-pydantic model of its arguments, the result model), its run function, and the text a model
-reads. ``registry`` lists them and runs one by name; it knows nothing of the transport, so the
+Each tool is one module holding its spec (name, title, description, the result model), its run
+function and the text a model reads; its arguments are a pydantic model in ``arguments``, which
+the command line's options of the same query are made from too. ``registry`` lists them and runs one by name; it knows nothing of the transport, so the
 MCP server (``pbot_watch.mcp_server``) and any other caller (the Pi extension's child process)
 offer the same tools with the same schemas, texts and errors.
 
