@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,33 @@ def test_scan_finds_an_unredacted_archive_and_scrub_leaves_it_clean(isolated_hom
                 i = raw.find(leaked[0].value)
                 print("LEAK", side, repr(raw[max(0, i - 300) : i + 40]))
             assert [] == _leaks(raw)
+
+
+def test_scan_reads_raw_memory_of_an_older_schema_until_it_is_rebuilt(tmp_path: Path):
+    """Raw memory as schema 6 kept it (a zlib text per source row, the path on each row) is on disk
+    until the next query rebuilds it: the scan reads it too.
+    """
+    from pbot_watch.redact.audit import index_leaks
+
+    plant = PLANTS[0]
+    db = tmp_path / "search.db"
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "CREATE TABLE mem_sources(rowid INTEGER PRIMARY KEY, file TEXT, session_id TEXT, entry_id TEXT, label TEXT)"
+    )
+    conn.execute(
+        "CREATE TABLE mem_texts(rowid INTEGER PRIMARY KEY, data BLOB NOT NULL, packed INTEGER NOT NULL)"
+    )
+    conn.execute("INSERT INTO mem_sources VALUES (1, '/sessions/s.jsonl', 'sess-1', 'e1', 'toolResult bash')")
+    text = f"cat .env\n{plant.text}\n" * 20
+    conn.execute("INSERT INTO mem_texts VALUES (1, ?, 1)", (zlib.compress(text.encode()),))
+    conn.commit()
+    conn.close()
+    (leak,) = index_leaks(db)
+    assert ("memory index", "/sessions/s.jsonl", "sess-1", "e1") == (
+        leak.place,
+        leak.path,
+        leak.session_id,
+        leak.item_id,
+    )
+    assert plant.kind in leak.kinds
