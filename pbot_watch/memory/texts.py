@@ -7,9 +7,9 @@ Raw memory is mostly tool output: on a heavy user's disk, hundreds of megabytes.
   (``TextCodec``), as UTF-8 with lone surrogates kept (``surrogatepass``): recall and the
   line-by-line confirmation of a literal hit read back exactly what the session said. Most
   sources are a few hundred bytes, too short for a compressor to learn anything from alone:
-  zstd and zlib both keep 0.40 of Pi's tool output then, where a 32 KB dictionary keeps 0.25,
-  and zstd compresses and inflates with it 15 and 5 times faster than zlib with the same
-  dictionary (``zdict``) does;
+  zstd and zlib both keep 0.40 of the generated benchmark corpus's texts then, where a 32 KB
+  dictionary keeps 0.25, and zstd compresses and inflates with it 15 and 5 times faster than
+  zlib with the same dictionary (``zdict``) does;
 * **literal search** has a trigram index of one row per source with ``detail=none``: which
   sources hold each trigram, no positions (a tenth of the text's size, where positions cost
   more than twice it). It is a candidate filter: a source holding every trigram of the needle
