@@ -11,8 +11,9 @@ small second session, then runs each part of ``--parts`` on it:
   alternating with appends to the small one (two sessions active, the big one over the
   service's parsed-state budget), then the first append after a restart (a session the
   service does not hold in memory). For each, the bytes the service parsed per append (its
-  status: records' reads plus raw memory's own) against the bytes appended; the service's
-  peak RSS (``VmHWM``) over everything.
+  status: records' reads plus raw memory's own) against the bytes appended, and the service's
+  CPU seconds per append (its record listeners included: a figure the machine's load does not
+  inflate the way it does wall times); the service's peak RSS (``VmHWM``) over everything.
 
 Targets (issue 21, 2-core machine): appends p95 < 1 s, parsing about the appended bytes,
 RSS < 300 MB. Run by hand::
@@ -175,6 +176,11 @@ class Service(ServiceProcess):
             env=env,
         )
 
+    def cpu_seconds(self) -> float:
+        """The service's own CPU time so far (user + system): what an append costs it, whatever the load."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_mb(self) -> float:
         for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             if row.startswith("VmHWM:"):
@@ -209,12 +215,15 @@ class Appends:
     appended: list[int]
     parsed: list[int]
     missing: int = 0
+    cpu: float = 0.0
+    """The service's CPU seconds over the whole run of appends (the second session's included)."""
 
     def figures(self) -> dict[str, Any]:
         return {
             "appends": len(self.appended),
             **percentiles(self.seconds),
             "missing": self.missing,
+            "service CPU s per append": round(self.cpu / len(self.appended), 3) if self.appended else None,
             "appended bytes per append": round(statistics.median(self.appended)) if self.appended else None,
             "parsed bytes per append p50": round(statistics.median(self.parsed)) if self.parsed else None,
             "parsed bytes per append max": max(self.parsed) if self.parsed else None,
@@ -231,6 +240,7 @@ def timed_appends(
 ) -> Appends:
     """``count`` turns appended to ``big``, each timed to its record and counted in parsed bytes."""
     out = Appends([], [], [])
+    cpu = service.cpu_seconds()
     for n in range(count):
         if before_each is not None:
             before_each(n)
@@ -246,6 +256,7 @@ def timed_appends(
         parsed = service.parsed(before)
         if parsed is not None:
             out.parsed.append(parsed)
+    out.cpu = service.cpu_seconds() - cpu
     return out
 
 
