@@ -25,4 +25,8 @@ def test_big_session_bench_smoke() -> None:
         assert service[phase]["missing"] == 0, phase
         assert service[phase]["p95 s"] is not None, phase
         assert service[phase]["parsed bytes per append p50"] > 0, phase
+        assert service[phase]["service CPU s per append"] is not None, phase
+    # The first append after a restart resumes the session from its log: its own bytes only.
+    restart = service["first append after a restart"]
+    assert restart["parsed bytes per append p50"] == restart["appended bytes per append"]
     assert service["peak RSS MB"] > 0
