@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import json
 import posixpath
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
+from operator import itemgetter
 from typing import Any
 
 from pbot_watch.history.jstext import collapse_whitespace
@@ -62,17 +64,11 @@ from pbot_watch.memory.cue_text import (
     without_cd,
 )
 from pbot_watch.memory.cue_tokens import CHARS_PER_TOKEN, TokenCounter, count_tokens, pi_estimate
-from pbot_watch.memory.extract import (
-    ARGUMENT_KEYS,
-    Source,
-    current_leaf_id,
-    own_tool,
-    path_to_root,
-    session_memory,
-    source_text,
-)
+from pbot_watch.memory.extract import ARGUMENT_KEYS, own_tool, source_text
+from pbot_watch.memory.extract import _blocks as blocks_of
 from pbot_watch.memory.handles import make_short_handle, parse_handle
 from pbot_watch.memory.models import CueClass, CueLine, CueStage, CueState
+from pbot_watch.pi.branch import walk_to_root
 from pbot_watch.redact.policy import scrub
 from pbot_watch.search.dates import wall_clock
 from pbot_watch.search.errors import QueryError, UnknownHandle
@@ -158,9 +154,32 @@ Key = tuple[str, int]
 """What tells a source apart inside its session: the anchor entry id and the part."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """A tool event as its entries say it, before any branch: kept by ``CueLedger`` per source.
+
+    Everything here is a function of the session file alone (the text of the line, its
+    handle, its time), so a ledger computes it once, when the entry arrives, and keeps no
+    output text: a 300 MB session's ledger holds its lines, not its tool outputs.
+    """
+
+    key: Key
+    handle: str
+    order: int
+    """Source order in the file (``(seq, part)`` order): breaks ties on the branch."""
+    timestamp: str
+    moment: datetime | None
+    """The timestamp read as a moment (UTC when it names no zone); ``None`` when unreadable."""
+    full: str
+    brief: str
+    failed: bool
+    tool: str
+    path: str | None
+
+
 @dataclass
 class _Event:
-    """A tool event that can become a cue line, with what the rules need to know about it."""
+    """A tool event on the branch, with what the rules need to know about it."""
 
     key: Key
     handle: str
@@ -195,6 +214,26 @@ class _Event:
     def __post_init__(self) -> None:
         self.full_tokens = len(self.text("full").encode("utf-8", "surrogatepass")) + 1
         self.brief_tokens = len(self.text("brief").encode("utf-8", "surrogatepass")) + 1
+
+    @classmethod
+    def on_branch(cls, work: _Work, position: int, tz: tzinfo) -> _Event:
+        moment = wall_clock(work.moment, tz) if work.moment is not None else None
+        return cls(
+            key=work.key,
+            handle=work.handle,
+            entry_id=work.key[0],
+            position=position,
+            order=work.order,
+            timestamp=work.timestamp,
+            day=moment.strftime("%m-%d") if moment is not None else "??-??",
+            clock=moment.strftime("%H:%M") if moment is not None else "??:??",
+            full=work.full,
+            brief=work.brief,
+            failed=work.failed,
+            tool=work.tool,
+            path=work.path,
+            members=[work.key],
+        )
 
     def text(self, stage: CueStage, day: str | None = None) -> str:
         """The line as shown; ``day`` is the date to show before the time (``None``: the same day)."""
@@ -231,9 +270,23 @@ def _argument(arguments: Any) -> tuple[str, str | None]:
     return scrub(json.dumps(arguments, ensure_ascii=False)), None
 
 
-def _shown_call(tool: str, arguments: Any, place: Place) -> str:
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What a cue line needs of a tool call block: its name, shown argument and file (no payload)."""
+
+    name: str
+    argument: tuple[str, str | None]
+    file: str | None
+
+    @classmethod
+    def of(cls, block: dict[str, Any]) -> _Call:
+        arguments = block.get("arguments")
+        return cls(_name(block), _argument(arguments), _file(arguments))
+
+
+def _shown_call(tool: str, argument: tuple[str, str | None], place: Place) -> str:
     """``tool(argument)``: paths relative, ``cd <cwd> &&`` dropped, cut keeping what names it."""
-    value, key = _argument(arguments)
+    value, key = argument
     if key == "command":
         shown = cut_command(place.relative(without_cd(value, place)), CALL_CHARS)
     elif key in ("path", "file_path") or (tool in PATH_TOOLS and key is None):
@@ -264,27 +317,39 @@ def _parts(said: Outcome) -> tuple[str, str]:
     return f" {said.mark}{text}{shown_size}", f"{brief_mark}{size}"
 
 
-def _event(
-    source: Source,
-    entry: dict[str, Any],
-    call: dict[str, Any] | None,
-    position: int,
-    order: int,
-    session_id: str,
-    tz: tzinfo,
-    place: Place,
-) -> _Event | None:
-    message = entry.get("message")
-    if not isinstance(message, dict):
+def _timestamp(entry: dict[str, Any]) -> str:
+    value = entry.get("timestamp")
+    return value if isinstance(value, str) else ""
+
+
+def _utc_moment(timestamp: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
         return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _work(
+    key: Key,
+    order: int,
+    entry: dict[str, Any],
+    call: _Call | None,
+    session_id: str,
+    place: Place,
+) -> _Work | None:
+    """The cue line of one tool source (a result, a ``!`` command, a call without result), or ``None``."""
+    message = entry["message"]
     role = message.get("role")
     tool: str
-    arguments: Any
+    argument: tuple[str, str | None]
     who = ""
+    path: str | None = None
     if role == "bashExecution":
         if message.get("excludeFromContext") is True:
             return None  # `!!cmd`: never in the model's context, so it never left it
-        tool, arguments, who = "bash", {"command": message.get("command")}, "user "
+        tool, who = "bash", "user "
+        argument = _argument({"command": message.get("command")})
         code = message.get("exitCode")
         cancelled = message.get("cancelled") is True
         failed = code not in (0, None) or cancelled
@@ -293,18 +358,19 @@ def _event(
         said: Outcome | None = outcome(tool, output, failed, note, command=True, place=place)
     elif role == "toolResult":
         name = message.get("toolName")
-        tool = name if isinstance(name, str) and name else (_name(call) if call is not None else "tool")
-        arguments = call.get("arguments") if call is not None else None
+        tool = name if isinstance(name, str) and name else (call.name if call is not None else "tool")
+        if own_tool(tool):
+            return None
+        argument = call.argument if call is not None else ("", None)
+        path = call.file if call is not None else None
         failed = message.get("isError") is True
         said = outcome(tool, source_text(message.get("content")), failed, command=tool == "bash", place=place)
     elif role == "assistant" and call is not None:
-        tool, arguments, failed, said = _name(call), call.get("arguments"), False, None
+        tool, argument, path, failed, said = call.name, call.argument, call.file, False, None
     else:
         return None
-    if own_tool(tool):
-        return None
     # A tool name or path is the session's text: nothing in it may break the line.
-    shown = collapse_whitespace(who + _shown_call(tool, arguments, place))
+    shown = collapse_whitespace(who + _shown_call(tool, argument, place))
     if said is None:
         full = brief = f"{shown} (no result)"
     else:
@@ -312,30 +378,19 @@ def _event(
         full, brief = shown + collapse_whitespace(full_rest), shown + collapse_whitespace(brief_rest)
         if len(brief) >= len(full):
             brief = full  # a one-line output said in fewer characters than its size
-    moment = _moment(source.timestamp, tz)
-    key = (source.entry_id, source.part)
-    return _Event(
+    timestamp = _timestamp(entry)
+    return _Work(
         key=key,
-        handle=make_short_handle(source.entry_id, source.part, session_id),
-        entry_id=source.entry_id,
-        position=position,
+        handle=make_short_handle(key[0], key[1], session_id),
         order=order,
-        timestamp=source.timestamp,
-        day=moment.strftime("%m-%d") if moment is not None else "??-??",
-        clock=moment.strftime("%H:%M") if moment is not None else "??:??",
+        timestamp=timestamp,
+        moment=_utc_moment(timestamp),
         full=full,
         brief=brief,
         failed=failed,
         tool=tool,
-        path=_file(arguments) if tool in FILE_READ_TOOLS | FILE_WRITE_TOOLS else None,
-        members=[key],
+        path=path if tool in FILE_READ_TOOLS | FILE_WRITE_TOOLS else None,
     )
-
-
-@dataclass
-class _Recall:
-    position: int
-    key: Key
 
 
 def _recalled(handle: str, session_id: str) -> Key | None:
@@ -349,61 +404,170 @@ def _recalled(handle: str, session_id: str) -> Key | None:
     return entry_id, part
 
 
-def _events_and_recalls(
-    entries: Sequence[dict[str, Any]],
-    sources: list[Source],
-    position: dict[str, int],
-    session_id: str,
-    tz: tzinfo,
-    place: Place,
-) -> tuple[list[_Event], list[_Recall]]:
-    """The branch's tool events (in branch order) and the model's recall calls on it."""
-    # The call each result answers, as memory extraction pairs them (the latest call with its id
-    # before the result, in file order), and the calls of each assistant entry, by block order.
-    calls: dict[str, dict[str, Any]] = {}
-    call_of: dict[int, dict[str, Any] | None] = {}
-    blocks_of: dict[int, list[dict[str, Any]]] = {}
-    recalls: list[_Recall] = []
-    for seq, entry in enumerate(entries):
-        message = entry.get("message")
-        if entry.get("type") != "message" or not isinstance(message, dict):
-            continue
+def _result_call(message: dict[str, Any]) -> str | None:
+    call_id = message.get("toolCallId") if message.get("role") == "toolResult" else None
+    return call_id if isinstance(call_id, str) else None
+
+
+class CueLedger:
+    """The cue state of one session file, fed its entries as they arrive (whole or in pieces).
+
+    A cue block is a function of the branch and of the file's tool work, and a session only
+    grows: so each entry's part is worked out once, when it is fed, and kept in a compact form
+    (the tree's links, each compaction's kept id, each tool event's finished line, the model's
+    recalls), and ``cues`` replays the batches of any leaf from that. What it keeps is small
+    beside the file: no output text, no message; feeding a file in any pieces keeps exactly
+    what feeding it whole keeps, so the cues are the same as ``compute_cues`` of all its entries.
+
+    Which sources there are, and which call a result answers, follow raw memory's extraction
+    (``extract.MemoryFeed``): a call is a line of its own ("no result") only while no result
+    in the file answers it, and a result that arrives later takes its place.
+    """
+
+    def __init__(self, session_id: str, cwd: str | None = None) -> None:
+        self.session_id = session_id
+        self.place = Place(cwd)
+        self.entries = 0
+        """Entries fed so far."""
+        self.links: dict[str, tuple[str, str | None]] = {}
+        """Each entry id with its parent (the last entry with an id wins, as in Pi's ``getBranch``)."""
+        self.kept: dict[str, str] = {}
+        """Each compaction's ``firstKeptEntryId`` ("" for none), by the compaction's id."""
+        self.last_id: str | None = None
+        """The last entry with an id: Pi's leaf on load (``pi/branch.current_leaf``, as raw memory's)."""
+        self.work: dict[int, _Work] = {}
+        """Each tool source's line by source order (a call answered later leaves a gap)."""
+        self.anchors: dict[int, str] = {}
+        """The entry each tool source is anchored at, by source order."""
+        self.recalls: list[tuple[str, Key]] = []
+        """The model's recalls in file order: the calling entry, and what it recalled."""
+        self._cue_calls: dict[str, _Call] = {}
+        """Calls by id, as cues pair them: the latest call with the id, in any message entry."""
+        self._memory_calls: dict[str, Any] = {}
+        """Calls' names by id, as raw memory pairs them (entries with an id only)."""
+        self._answered: set[str] = set()
+        self._unanswered: dict[str, list[int]] = {}
+        """Calls delivered alone, by call id: the source orders a later result removes."""
+        self._order = 0
+
+    def feed(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Take the next entries of the file, as ``SessionReader`` yields them."""
+        results = {call_id for entry in entries if (call_id := _entry_result(entry)) is not None}
+        for call_id in results - self._answered:
+            for order in self._unanswered.pop(call_id, ()):
+                self.work.pop(order, None)
+                self.anchors.pop(order, None)
+        self._answered |= results
+        for entry in entries:
+            self._entry(entry)
+        self.entries += len(entries)
+
+    def _entry(self, entry: dict[str, Any]) -> None:
+        entry_id = entry.get("id")
+        raw = entry.get("message")
+        message: dict[str, Any] | None = (
+            raw if entry.get("type") == "message" and isinstance(raw, dict) else None
+        )
+        calls = self._cue_pairing(entry_id, message) if message is not None else []
+        if not isinstance(entry_id, str):
+            return
+        parent = entry.get("parentId")
+        self.links[entry_id] = (entry_id, parent if isinstance(parent, str) else None)
+        self.last_id = entry_id
+        if entry.get("type") == "compaction":
+            kept = entry.get("firstKeptEntryId")
+            self.kept[entry_id] = kept if isinstance(kept, str) else ""
+        if message is None:
+            return
         role = message.get("role")
-        if role == "assistant" and isinstance(message.get("content"), list):
-            blocks = [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "toolCall"]
-            blocks_of[seq] = blocks
-            for block in blocks:
-                if isinstance(block.get("id"), str):
-                    calls[block["id"]] = block
-                arguments = block.get("arguments")
-                at = position.get(entry.get("id") or "")
-                if (
-                    at is not None
-                    and _name(block).endswith(RECALL_SUFFIX)
-                    and isinstance(arguments, dict)
-                    and isinstance(arguments.get("handle"), str)
-                    and (key := _recalled(arguments["handle"], session_id)) is not None
-                ):
-                    recalls.append(_Recall(at, key))
+        if role == "assistant":
+            blocks = (b for b in blocks_of(message.get("content")) if b.get("type") == "toolCall")
+            for i, block in enumerate(blocks):
+                call_id = block.get("id")
+                if isinstance(call_id, str):
+                    self._memory_calls[call_id] = block.get("name")
+                    if call_id in self._answered:
+                        continue  # delivered with its result
+                if own_tool(block.get("name")):
+                    continue
+                order = self._source(entry_id, 2 + i, entry, calls[i])
+                if order is not None and isinstance(call_id, str):
+                    self._unanswered.setdefault(call_id, []).append(order)
         elif role == "toolResult":
-            call_id = message.get("toolCallId")
-            call_of[seq] = calls.get(call_id) if isinstance(call_id, str) else None
-    events: list[_Event] = []
-    for order, source in enumerate(sources):
-        at = position.get(source.entry_id)
-        if at is None or source.kind not in ("tool", "bash"):
-            continue
-        entry = entries[source.seq]
-        if source.part >= 2:
-            blocks = blocks_of.get(source.seq, [])
-            call = blocks[source.part - 2] if source.part - 2 < len(blocks) else None
-        else:
-            call = call_of.get(source.seq)
-        event = _event(source, entry, call, at, order, session_id, tz, place)
-        if event is not None:
-            events.append(event)
-    events.sort(key=lambda e: (e.position, e.order))
-    return events, recalls
+            call_id = _result_call(message)
+            named = message.get("toolName")
+            name = named if isinstance(named, str) else "tool"
+            memory_call = self._memory_calls.get(call_id) if call_id is not None else None
+            cue_call = self._cue_calls.get(call_id) if call_id is not None else None
+            if not own_tool(name) and not (call_id in self._memory_calls and own_tool(memory_call)):
+                self._source(entry_id, 0, entry, cue_call)
+        elif role == "bashExecution":
+            self._source(entry_id, 0, entry, None)
+
+    def _cue_pairing(self, entry_id: Any, message: dict[str, Any]) -> list[_Call]:
+        """The calls of an assistant message, kept for later results, and the recalls it makes.
+
+        Cues pair a result with the latest call of its id in any message entry, with an id or
+        not (as they always have); raw memory's pairing (``_memory_calls``) sees entries with
+        an id only, and decides which sources there are.
+        """
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+            return []
+        calls: list[_Call] = []
+        for block in message["content"]:
+            if not isinstance(block, dict) or block.get("type") != "toolCall":
+                continue
+            call = _Call.of(block)
+            calls.append(call)
+            if isinstance(block.get("id"), str):
+                self._cue_calls[block["id"]] = call
+            arguments = block.get("arguments")
+            if (
+                isinstance(entry_id, str)
+                and _name(block).endswith(RECALL_SUFFIX)
+                and isinstance(arguments, dict)
+                and isinstance(arguments.get("handle"), str)
+                and (key := _recalled(arguments["handle"], self.session_id)) is not None
+            ):
+                self.recalls.append((entry_id, key))
+        return calls
+
+    def _source(self, entry_id: str, part: int, entry: dict[str, Any], call: _Call | None) -> int | None:
+        order, self._order = self._order, self._order + 1
+        work = _work((entry_id, part), order, entry, call, self.session_id, self.place)
+        if work is None:
+            return None
+        self.work[order] = work
+        self.anchors[order] = entry_id
+        return order
+
+    def path(self, leaf: str) -> list[str]:
+        """Entry ids from the root to ``leaf``: ``pi/branch.walk_to_root``, as raw memory walks them."""
+        path, _cut = walk_to_root(leaf, self.links, itemgetter(1))
+        return [link[0] for link in reversed(path)]
+
+    def events(self, position: dict[str, int], tz: tzinfo) -> list[_Event]:
+        """The tool events anchored on ``position``'s entries, in branch order."""
+        events = [
+            _Event.on_branch(work, at, tz)
+            for order, work in self.work.items()
+            if (at := position.get(self.anchors[order])) is not None
+        ]
+        events.sort(key=lambda e: (e.position, e.order))
+        return events
+
+
+def _entry_result(entry: dict[str, Any]) -> str | None:
+    message = entry.get("message")
+    if entry.get("type") == "message" and isinstance(message, dict):
+        return _result_call(message)
+    return None
+
+
+@dataclass
+class _Recall:
+    position: int
+    key: Key
 
 
 def _collapse(events: list[_Event]) -> list[_Event]:
@@ -590,18 +754,47 @@ def compute_cues(
     ``context_window`` is the model's, in tokens (pressure starts at 20 % of it); ``tz`` is the
     zone the line times are shown in. ``max_tokens`` is the user's cap on the block, which,
     unlike the pressure reference, new lines obey too. ``count`` counts tokens (the shipped
-    tokenizer by default; ``cue_tokens.count_by_chars`` is Pi's estimate).
+    tokenizer by default; ``cue_tokens.count_by_chars`` is Pi's estimate). A caller that sees
+    the file grow keeps a ``CueLedger`` instead, and feeds it only what was appended.
     """
+    check_cue_limits(context_window, max_tokens)
+    ledger = CueLedger(session_id, cwd)
+    ledger.feed(entries)
+    return ledger_cues(
+        ledger, leaf=leaf, context_window=context_window, tz=tz, max_tokens=max_tokens, count=count
+    )
+
+
+def check_cue_limits(context_window: int, max_tokens: int | None) -> None:
+    """Refuse a context window or cap no block can be measured against."""
     if context_window < 1:
         raise QueryError(f"the context window must be a positive number of tokens (got {context_window})")
     if max_tokens is not None and max_tokens < 0:
         raise QueryError(f"the cue cap must be a number of tokens, 0 or more (got {max_tokens})")
+
+
+def ledger_cues(
+    ledger: CueLedger,
+    *,
+    leaf: str | None = None,
+    context_window: int = DEFAULT_CONTEXT_WINDOW,
+    tz: tzinfo = UTC,
+    max_tokens: int | None = None,
+    count: TokenCounter = count_tokens,
+) -> CueState:
+    """``compute_cues`` of the entries ``ledger`` was fed: the batches replayed from its compact state.
+
+    Each batch takes the events between the furthest boundary so far and its own (the events
+    are in branch order), and the recalls between the previous compaction and its own: a long
+    session's hundreds of batches cost their own lines, not every event of the branch each.
+    """
+    check_cue_limits(context_window, max_tokens)
+    session_id = ledger.session_id
     reference = context_window * REFERENCE_PERCENT // 100
-    memory = session_memory(list(entries))
-    tip = leaf if leaf is not None else current_leaf_id(memory.links)
-    if leaf is not None and not any(link.entry_id == leaf for link in memory.links):
+    tip = leaf if leaf is not None else ledger.last_id
+    if leaf is not None and leaf not in ledger.links:
         raise UnknownLeaf(f"unknown leaf entry {leaf!r} in session {session_id}")
-    path = path_to_root(memory.links, tip)[::-1] if tip is not None else []
+    path = ledger.path(tip) if tip is not None else []
     empty = CueState(
         session_id=session_id,
         leaf=tip,
@@ -615,18 +808,26 @@ def compute_cues(
         lines=[],
         text="",
     )
-    kept_of = {link.entry_id: link.kept for link in memory.links if link.kept is not None}
+    kept_of = ledger.kept
     compactions = [at for at, entry_id in enumerate(path) if entry_id in kept_of]
     if not compactions:
         return empty
     position = {entry_id: at for at, entry_id in enumerate(path[: compactions[-1]])}
-    events, recalls = _events_and_recalls(entries, memory.sources, position, session_id, tz, Place(cwd))
+    events = ledger.events(position, tz)
+    recalls = sorted(
+        (_Recall(at, key) for entry_id, key in ledger.recalls if (at := position.get(entry_id)) is not None),
+        key=lambda r: r.position,
+    )
+    recall_at = [r.position for r in recalls]
+    event_at = [e.position for e in events]
     _mark_edits(events)
     block = _Block(header=count([HEADER.format(batch=len(compactions))])[0])
     lines = block.lines
     line_of: dict[Key, Key] = {}
     """Each event's key to the key of the line that shows it (a ×N line shows several)."""
     entered: set[Key] = set()
+    reached = 0
+    """Events before this index are all past some earlier boundary: entered, or their key was."""
     previous = -1
     for batch, at in enumerate(compactions, 1):
         boundary = kept_boundary(path, at, kept_of[path[at]] or "")
@@ -635,14 +836,16 @@ def compute_cues(
             line.protected = False
             line.cue_class = line.event.class_at(at)
             line.decay += STEP[line.cue_class]
-        for recall in recalls:
+        for recall in recalls[bisect_right(recall_at, previous) : bisect_left(recall_at, at)]:
             target = line_of.get(recall.key)
-            if previous < recall.position < at and target in shown:
+            if target in shown:
                 line = lines[target]
                 line.decay, line.born, line.protected = 0, batch, True
         for key in [k for k, line in lines.items() if line.decay >= OUT_AT]:
             block.remove(key)
-        new = [e for e in events if e.position < boundary and e.key not in entered]
+        upto = max(reached, bisect_left(event_at, boundary))
+        new = [e for e in events[reached:upto] if e.key not in entered]
+        reached = upto
         entered.update(e.key for e in new)
         fresh = _collapse(new)
         for event in fresh:
