@@ -155,7 +155,7 @@ Key = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
-class _Work:
+class Work:
     """A tool event as its entries say it, before any branch: kept by ``CueLedger`` per source.
 
     Everything here is a function of the session file alone (the text of the line, its
@@ -216,7 +216,7 @@ class _Event:
         self.brief_tokens = len(self.text("brief").encode("utf-8", "surrogatepass")) + 1
 
     @classmethod
-    def on_branch(cls, work: _Work, position: int, tz: tzinfo) -> _Event:
+    def on_branch(cls, work: Work, position: int, tz: tzinfo) -> _Event:
         moment = wall_clock(work.moment, tz) if work.moment is not None else None
         return cls(
             key=work.key,
@@ -271,7 +271,7 @@ def _argument(arguments: Any) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Call:
+class Call:
     """What a cue line needs of a tool call block: its name, shown argument and file (no payload)."""
 
     name: str
@@ -279,7 +279,7 @@ class _Call:
     file: str | None
 
     @classmethod
-    def of(cls, block: dict[str, Any]) -> _Call:
+    def of(cls, block: dict[str, Any]) -> Call:
         arguments = block.get("arguments")
         return cls(_name(block), _argument(arguments), _file(arguments))
 
@@ -322,7 +322,7 @@ def _timestamp(entry: dict[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _utc_moment(timestamp: str) -> datetime | None:
+def utc_moment(timestamp: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(timestamp)
     except ValueError:
@@ -334,10 +334,10 @@ def _work(
     key: Key,
     order: int,
     entry: dict[str, Any],
-    call: _Call | None,
+    call: Call | None,
     session_id: str,
     place: Place,
-) -> _Work | None:
+) -> Work | None:
     """The cue line of one tool source (a result, a ``!`` command, a call without result), or ``None``."""
     message = entry["message"]
     role = message.get("role")
@@ -379,12 +379,12 @@ def _work(
         if len(brief) >= len(full):
             brief = full  # a one-line output said in fewer characters than its size
     timestamp = _timestamp(entry)
-    return _Work(
+    return Work(
         key=key,
         handle=make_short_handle(key[0], key[1], session_id),
         order=order,
         timestamp=timestamp,
-        moment=_utc_moment(timestamp),
+        moment=utc_moment(timestamp),
         full=full,
         brief=brief,
         failed=failed,
@@ -435,29 +435,27 @@ class CueLedger:
         """Each compaction's ``firstKeptEntryId`` ("" for none), by the compaction's id."""
         self.last_id: str | None = None
         """The last entry with an id: Pi's leaf on load (``pi/branch.current_leaf``, as raw memory's)."""
-        self.work: dict[int, _Work] = {}
+        self.work: dict[int, Work] = {}
         """Each tool source's line by source order (a call answered later leaves a gap)."""
-        self.anchors: dict[int, str] = {}
-        """The entry each tool source is anchored at, by source order."""
         self.recalls: list[tuple[str, Key]] = []
         """The model's recalls in file order: the calling entry, and what it recalled."""
-        self._cue_calls: dict[str, _Call] = {}
+        self.cue_calls: dict[str, Call] = {}
         """Calls by id, as cues pair them: the latest call with the id, in any message entry."""
-        self._memory_calls: dict[str, Any] = {}
-        """Calls' names by id, as raw memory pairs them (entries with an id only)."""
-        self._answered: set[str] = set()
-        self._unanswered: dict[str, list[int]] = {}
+        self.own_calls: dict[str, bool] = {}
+        """Whether each call (by id) is one of pbot-watch's tools, as raw memory pairs them
+        (entries with an id only): its results are no source."""
+        self.answered: set[str] = set()
+        self.unanswered: dict[str, list[int]] = {}
         """Calls delivered alone, by call id: the source orders a later result removes."""
-        self._order = 0
+        self.next_order = 0
 
     def feed(self, entries: Sequence[dict[str, Any]]) -> None:
         """Take the next entries of the file, as ``SessionReader`` yields them."""
         results = {call_id for entry in entries if (call_id := _entry_result(entry)) is not None}
-        for call_id in results - self._answered:
-            for order in self._unanswered.pop(call_id, ()):
+        for call_id in results - self.answered:
+            for order in self.unanswered.pop(call_id, ()):
                 self.work.pop(order, None)
-                self.anchors.pop(order, None)
-        self._answered |= results
+        self.answered |= results
         for entry in entries:
             self._entry(entry)
         self.entries += len(entries)
@@ -485,42 +483,41 @@ class CueLedger:
             for i, block in enumerate(blocks):
                 call_id = block.get("id")
                 if isinstance(call_id, str):
-                    self._memory_calls[call_id] = block.get("name")
-                    if call_id in self._answered:
+                    self.own_calls[call_id] = own_tool(block.get("name"))
+                    if call_id in self.answered:
                         continue  # delivered with its result
                 if own_tool(block.get("name")):
                     continue
                 order = self._source(entry_id, 2 + i, entry, calls[i])
                 if order is not None and isinstance(call_id, str):
-                    self._unanswered.setdefault(call_id, []).append(order)
+                    self.unanswered.setdefault(call_id, []).append(order)
         elif role == "toolResult":
             call_id = _result_call(message)
             named = message.get("toolName")
             name = named if isinstance(named, str) else "tool"
-            memory_call = self._memory_calls.get(call_id) if call_id is not None else None
-            cue_call = self._cue_calls.get(call_id) if call_id is not None else None
-            if not own_tool(name) and not (call_id in self._memory_calls and own_tool(memory_call)):
+            cue_call = self.cue_calls.get(call_id) if call_id is not None else None
+            if not own_tool(name) and not (call_id is not None and self.own_calls.get(call_id, False)):
                 self._source(entry_id, 0, entry, cue_call)
         elif role == "bashExecution":
             self._source(entry_id, 0, entry, None)
 
-    def _cue_pairing(self, entry_id: Any, message: dict[str, Any]) -> list[_Call]:
+    def _cue_pairing(self, entry_id: Any, message: dict[str, Any]) -> list[Call]:
         """The calls of an assistant message, kept for later results, and the recalls it makes.
 
         Cues pair a result with the latest call of its id in any message entry, with an id or
-        not (as they always have); raw memory's pairing (``_memory_calls``) sees entries with
-        an id only, and decides which sources there are.
+        not (as they always have); raw memory's pairing sees entries with an
+        id only (``own_calls``), and decides which sources there are.
         """
         if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
             return []
-        calls: list[_Call] = []
+        calls: list[Call] = []
         for block in message["content"]:
             if not isinstance(block, dict) or block.get("type") != "toolCall":
                 continue
-            call = _Call.of(block)
+            call = Call.of(block)
             calls.append(call)
             if isinstance(block.get("id"), str):
-                self._cue_calls[block["id"]] = call
+                self.cue_calls[block["id"]] = call
             arguments = block.get("arguments")
             if (
                 isinstance(entry_id, str)
@@ -532,13 +529,12 @@ class CueLedger:
                 self.recalls.append((entry_id, key))
         return calls
 
-    def _source(self, entry_id: str, part: int, entry: dict[str, Any], call: _Call | None) -> int | None:
-        order, self._order = self._order, self._order + 1
+    def _source(self, entry_id: str, part: int, entry: dict[str, Any], call: Call | None) -> int | None:
+        order, self.next_order = self.next_order, self.next_order + 1
         work = _work((entry_id, part), order, entry, call, self.session_id, self.place)
         if work is None:
             return None
         self.work[order] = work
-        self.anchors[order] = entry_id
         return order
 
     def path(self, leaf: str) -> list[str]:
@@ -550,8 +546,8 @@ class CueLedger:
         """The tool events anchored on ``position``'s entries, in branch order."""
         events = [
             _Event.on_branch(work, at, tz)
-            for order, work in self.work.items()
-            if (at := position.get(self.anchors[order])) is not None
+            for work in self.work.values()
+            if (at := position.get(work.key[0])) is not None
         ]
         events.sort(key=lambda e: (e.position, e.order))
         return events

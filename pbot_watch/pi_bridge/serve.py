@@ -44,11 +44,11 @@ from pbot_watch.pi_bridge.protocol import (
     ToolReply,
     reply_line,
 )
-from pbot_watch.search.errors import QueryError
 from pbot_watch.service.status import read_status
 from pbot_watch.service.status_file import assess, status_path
 
 if TYPE_CHECKING:
+    from pbot_watch.memory.cue_follow import FollowedCues
     from pbot_watch.memory.query import MemoryScope
     from pbot_watch.tools.catch_up import RecordCatchUp
 
@@ -56,6 +56,11 @@ log = get_logger(__name__)
 
 CUE_CACHE_SIZE = 8
 """Cue blocks kept (a few sessions' branches): a repeated question is answered without re-reading."""
+
+CUE_LEDGERS = "cue-ledgers"
+"""The state directory's folder of saved cue ledgers (``memory/cue_follow.py``)."""
+IDLE_FOLLOW_S = 1.0
+"""How often an idle child looks whether the session files it follows grew (a ``stat`` each)."""
 
 RequestId = int | str | None
 
@@ -75,6 +80,7 @@ class Child:
         self.settings = settings
         self._cues: dict[tuple[str, FileStamp | None, str | None, int], CuesReply] = {}
         self._records: RecordCatchUp | None = None
+        self._followed: FollowedCues | None = None
 
     def methods(self) -> dict[str, Method]:
         return {
@@ -95,9 +101,8 @@ class Child:
         return FooterReply(text=footer_text(state, status, installed=params.installed, running=__version__))
 
     def cues(self, params: CuesParams) -> CuesReply:
-        """The branch's cue block, computed from the session file (cached while the file is unchanged)."""
-        from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, compute_cues  # noqa: PLC0415
-        from pbot_watch.sources import NotRegularFile, read_session_file  # noqa: PLC0415
+        """The branch's cue block, from the file's ledger (read up to date first; cached while the file is unchanged)."""
+        from pbot_watch.memory.cues import DEFAULT_CONTEXT_WINDOW, ledger_cues  # noqa: PLC0415
 
         path = Path(params.sessionFile)
         window = params.contextWindow or DEFAULT_CONTEXT_WINDOW
@@ -107,19 +112,11 @@ class Child:
         cached = self._cues.get(key)
         if cached is not None:
             return cached
-        try:
-            header, entries = read_session_file(path)
-        except NotRegularFile as refused:  # a FIFO or a device: never opened, never read
-            raise NotASession(f"{path}: not a Pi session: {refused.strerror}") from refused
-        if header is None:
-            raise NotASession(f"{path}: not a Pi session")
-        state = compute_cues(
-            entries,
-            session_id=header.id,
+        state = ledger_cues(
+            self.followed().ledger(path),
             leaf=params.leaf,
             context_window=window,
             tz=_local_zone(),
-            cwd=header.workspace,
             max_tokens=self.settings.cues.cap(window),
         )
         reply = CuesReply(block=state.text or None, batch=state.batch, compactionId=state.compaction_id)
@@ -129,6 +126,29 @@ class Child:
             self._cues[key] = reply
         return reply
 
+    def followed(self) -> FollowedCues:
+        """The cue ledgers of the session files Pi asked about (made on first need: the imports)."""
+        if self._followed is None:
+            from pbot_watch.memory.cue_follow import FollowedCues  # noqa: PLC0415
+
+            self._followed = FollowedCues(self.settings.state_dir / CUE_LEDGERS)
+        return self._followed
+
+    def idle(self) -> bool:
+        """Between requests: read what the followed session files gained; whether more is left.
+
+        So the cues of the next compaction (and of a restart of Pi on a marathon session) are
+        computed from a ledger that is already current: the request reads a few new bytes,
+        not the file. Never raises (an idle step must not stop the worker).
+        """
+        if self._followed is None:
+            return False
+        try:
+            return self._followed.follow()
+        except Exception:  # a bug here must not cost the child its requests
+            log.exception("pi_follow_failed")
+            return False
+
     def tool(self, params: ToolParams) -> ToolReply:
         from pbot_watch.tools.catch_up import RecordCatchUp  # noqa: PLC0415 - the first call pays the imports
         from pbot_watch.tools.registry import call  # noqa: PLC0415
@@ -136,6 +156,8 @@ class Child:
         if self._records is None:
             self._records = RecordCatchUp(self.settings)  # kept: it reads only what was appended since
         scope = memory_scope(params.scope)
+        if scope is not None and scope.session_file is not None and self.settings.cues.enabled:
+            self.followed().watch(scope.session_file)  # its cues will be asked for: read it while idle
         answer = call(params.name, params.arguments, self.settings, scope=scope, records=self._records)
         failure = None if answer.failure is None else answer.failure.value
         # Pi shows the structured result to the person (/history, the tool's rendering): labels as they read them.
@@ -157,10 +179,6 @@ def memory_scope(scope: Scope | None) -> MemoryScope | None:
     )
 
 
-class NotASession(QueryError):
-    """A cue request for a file that is no Pi session."""
-
-
 def _local_zone() -> tzinfo:
     """The zone cue lines show times in: the child's, which is Pi's (it inherits TZ)."""
     return datetime.now().astimezone().tzinfo or UTC
@@ -171,6 +189,7 @@ class PiExtensionServer:
 
     def __init__(self, child: Child, out: BinaryIO) -> None:
         self.methods = child.methods()
+        self.idle = child.idle
         self.out = out
         self._write_lock = threading.Lock()
         self._work: queue.Queue[tuple[RequestId, Method, BaseModel] | None] = queue.Queue()
@@ -218,8 +237,17 @@ class PiExtensionServer:
             self._work.put((request.id, method, params))
 
     def _worker(self) -> None:
-        while (item := self._work.get()) is not None:
+        more = False
+        while True:
+            try:
+                item = self._work.get(timeout=0 if more else IDLE_FOLLOW_S)
+            except queue.Empty:
+                more = self.idle()  # no request waiting: follow the session files a piece
+                continue
+            if item is None:
+                return
             self._run(*item)
+            more = True  # the request may have named a file to follow
 
     def _run(self, request_id: RequestId, method: Method, params: BaseModel) -> None:
         started = time.monotonic()
