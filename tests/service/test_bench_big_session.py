@@ -30,3 +30,21 @@ def test_big_session_bench_smoke() -> None:
     restart = service["first append after a restart"]
     assert restart["parsed bytes per append p50"] == restart["appended bytes per append"]
     assert service["peak RSS MB"] > 0
+
+
+def test_big_session_bench_child_smoke() -> None:
+    """The child part answers cues and pinned searches in a first child and in a restarted one."""
+    result = bench("big_session.py", "--size-mb", "1", "--parts", "child", "--json", timeout=170)
+    assert result.returncode == 0, result.stdout + result.stderr
+    child = json.loads(result.stdout)["1 MB"]["child"]
+    assert child["raw memory built by"] == "the child"
+    for figure in (
+        "cues s, no saved ledger",
+        "first pinned search s",
+        "warm pinned search s",
+        "cues s, new child with the saved ledger",
+        "cues s after a turn and a compaction",
+        "pinned search s after the append",
+    ):
+        assert child[figure] > 0, figure
+    assert child["peak RSS MB"] > 0
