@@ -191,7 +191,12 @@ class Service(ServiceProcess):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def peak_rss_mb(self) -> float:
-        for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+        return self.peak_rss_of(self.pid)
+
+    @staticmethod
+    def peak_rss_of(pid: int) -> float:
+        """A process's peak resident memory (``VmHWM``) in MB."""
+        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
             if row.startswith("VmHWM:"):
                 return int(row.split()[1]) / 1024
         return 0.0
@@ -338,10 +343,7 @@ class Child(ServeChild):
         return round(time.perf_counter() - started, 3), reply
 
     def peak_rss_mb(self) -> float:
-        for row in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if row.startswith("VmHWM:"):
-                return int(row.split()[1]) / 1024
-        return 0.0
+        return Service.peak_rss_of(self.proc.pid)
 
 
 def append_compaction(session: BenchSession) -> None:
