@@ -46,8 +46,8 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
     from datetime import datetime  # noqa: PLC0415
 
     from pbot_watch.config import load_settings  # noqa: PLC0415
-    from pbot_watch.memory.cues import compute_cues  # noqa: PLC0415
-    from pbot_watch.sources import read_session_file  # noqa: PLC0415
+    from pbot_watch.memory.cue_follow import FollowedCues, NotASession  # noqa: PLC0415
+    from pbot_watch.memory.cues import ledger_cues  # noqa: PLC0415
 
     cap = load_settings().cues.cap(context_window)  # as the Pi extension's child applies it
 
@@ -55,23 +55,15 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
         raise CommandError(f"{session_file}: no such file", EXIT_USAGE)
     if not session_file.is_file():
         raise CommandError(f"{session_file}: not a file (give a Pi session's .jsonl file)", EXIT_USAGE)
-    try:
-        header, entries = read_session_file(session_file)
+    try:  # a ledger read piece by piece: a marathon session's entries never live at once
+        ledger = FollowedCues().ledger(session_file)
+    except NotASession as error:
+        raise CommandError(f"{session_file}: not a Pi session (no session header)", EXIT_USAGE) from error
     except OSError as error:
         raise CommandError(f"{session_file}: {error.strerror or error}", EXIT_USAGE) from error
-    if header is None:
-        raise CommandError(f"{session_file}: not a Pi session (no session header)", EXIT_USAGE)
     local = datetime.now().astimezone().tzinfo
     assert local is not None
-    state = compute_cues(
-        entries,
-        session_id=header.id,
-        leaf=leaf,
-        context_window=context_window,
-        tz=local,
-        cwd=header.workspace,
-        max_tokens=cap,
-    )
+    state = ledger_cues(ledger, leaf=leaf, context_window=context_window, tz=local, max_tokens=cap)
     emit(state, as_json, render_cues)
 
 
