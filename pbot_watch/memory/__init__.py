@@ -12,6 +12,7 @@ Raw memory:
 Memory cues:
 
 * ``branch``: what a branch's compactions took out of the model's context (pure).
-* ``cues``: the short, fading list of that tool work (pure).
+* ``cues``: the short, fading list of that tool work (pure), replayed from a compact ``CueLedger``.
+* ``cue_follow``: the ledgers of the session files a process is asked about, read as they grow and saved.
 * ``cue_text``: how one cue line reads (pure); ``cue_tokens``: what the block costs, in tokens.
 """
