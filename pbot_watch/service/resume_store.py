@@ -43,6 +43,8 @@ class _Logged:
     steps: int
     size: int
     offset: int
+    raw: int
+    """The log's frames before compression: about the steps' size (the tailer's memory estimate)."""
 
 
 class ResumeStore:
@@ -77,7 +79,7 @@ class ResumeStore:
             return None
         state = found.state
         self._logged[path] = _Logged(
-            weakref.ref(state), len(state.tree.steps), found.log_bytes, cursor.offset
+            weakref.ref(state), len(state.tree.steps), found.log_bytes, cursor.offset, found.raw_bytes
         )
         self.resumed += 1
         return state
@@ -91,12 +93,13 @@ class ResumeStore:
         first = 0 if fresh or logged is None else logged.steps
         target = self.log_path(path)
         try:
-            data = frame(state, cursor, first)
+            data, raw = frame(state, cursor, first)
             if fresh or logged is None:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
                 size = len(data)
             else:
+                raw += logged.raw
                 with target.open("r+b") as out:
                     out.truncate(logged.size)  # frames past the cursor it resumed at are stale
                     out.seek(logged.size)
@@ -106,12 +109,12 @@ class ResumeStore:
             log.debug("resume_log_not_written", path=str(path), error=str(error))
             self.forget(path)
             return
-        self._logged[path] = _Logged(weakref.ref(state), len(state.tree.steps), size, cursor.offset)
+        self._logged[path] = _Logged(weakref.ref(state), len(state.tree.steps), size, cursor.offset, raw)
 
     def logged_bytes(self, path: Path, state: SessionFile) -> int | None:
-        """The size of the log that stands for ``state`` (``None``: it has none yet)."""
+        """The uncompressed size of the log that stands for ``state`` (``None``: it has none yet)."""
         logged = self._logged.get(path)
-        return logged.size if logged is not None and logged.state() is state else None
+        return logged.raw if logged is not None and logged.state() is state else None
 
     def forget(self, path: Path) -> None:
         """``path`` is gone, or its log cannot be trusted: the log goes too."""

@@ -42,9 +42,9 @@ from pbot_watch.sources import SessionTail, WholeDigest
 
 # Parsed state held in memory, estimated per file: a session file's resume log holds its
 # steps (texts and ids, no tool output), and measured parsed state, branches included, is
-# 3-5x the log's bytes (a 200 MB Pi session of tool work: a 6.3 MB log, 28 MB parsed). A
-# file without a log yet counts its bytes, as all files did before: 0.4x (tool output) to
-# 4x (conversation text in CJK, stored as 2-byte str) of them. 128 MB of estimated state
+# 3-5x the log's steps before compression (a 200 MB Pi session of tool work: 6.3 MB of
+# steps, 28 MB parsed). A file without a log yet counts its bytes, as all files did before:
+# 0.4x (tool output) to 4x (conversation text in CJK, stored as 2-byte str) of them. 128 MB of estimated state
 # keeps the service under 300 MB RSS, and holds two marathon sessions beside small ones.
 MEMORY_BUDGET_BYTES = 128 << 20
 STATE_PER_LOG_BYTE = 5

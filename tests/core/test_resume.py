@@ -33,7 +33,7 @@ def logged(data: bytes, cuts: list[int]) -> tuple[bytes, list[Cursor]]:
         if state.header is None or (marks and marks[-1].offset == offset):
             continue
         marks.append(cursor_at(offset))
-        log += frame(state, marks[-1], steps)
+        log += frame(state, marks[-1], steps)[0]
         steps = len(state.tree.steps)
     return log, marks
 
