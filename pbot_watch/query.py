@@ -5,7 +5,8 @@ and any other transport) all open their index here, so they agree on where it li
 (``<state_dir>/search.db``), on which record folders a history query covers (the same settings
 as ``index``: ``--sessions``, ``--archive``, ``PBOT_WATCH_*``, the config file), and on what is
 refreshed first: the records for history, the session files for raw memory (only the pinned
-session's file when the caller pins a ``MemoryScope``). Refreshing is cheap when nothing
+session's file when the caller pins a ``MemoryScope``; none of the files the running service
+is still reading into raw memory during its catch-up). Refreshing is cheap when nothing
 changed. The index is opened per query and closed after it, so a query works whether or not
 the service is running, and a long-lived server never holds the database open between calls.
 """
@@ -21,11 +22,12 @@ from typing import TypeVar
 
 from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings, load_settings
-from pbot_watch.memory.index import ensure_memory_tables, refresh_memory, sync_memory_file
+from pbot_watch.memory.index import MemoryProgress, ensure_memory_tables, refresh_memory, sync_memory_file
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.database import asked_again_on_damage, index_path, start_afresh
 from pbot_watch.search.discover import record_folders
 from pbot_watch.search.index import RecordFolder, SearchIndex
+from pbot_watch.service.status_file import roots_being_built
 
 T = TypeVar("T")
 
@@ -44,6 +46,8 @@ class QueryContext:
     """Records that could not be read while refreshing; the CLI shows them with the result."""
     skipped_files: list[str] = field(default_factory=list)
     """Session files left out for their names (``iter_session_files``); history warnings hold them too."""
+    memory_left: list[Path] = field(default_factory=list)
+    """Session files not searched as they are now: the running service is still building their raw memory."""
 
     @property
     def folder_paths(self) -> list[Path]:
@@ -65,12 +69,20 @@ def open_index(settings: Settings) -> SearchIndex:
 
 @contextmanager
 def open_query(
-    settings: Settings, *, history: bool = False, memory: bool = False, scope: MemoryScope | None = None
+    settings: Settings,
+    *,
+    history: bool = False,
+    memory: bool = False,
+    scope: MemoryScope | None = None,
+    progress: MemoryProgress | None = None,
 ) -> Iterator[QueryContext]:
     """The index, with the records (``history``) and the session files (``memory``) brought up to date.
 
     A memory query pinned to one session file (``scope``) can see nothing else, so only that
-    file is synced: a tool call from inside Pi does not pay for every other session.
+    file is synced: a tool call from inside Pi does not pay for every other session. While the
+    running service is still building raw memory of its roots, an unpinned query reads none of
+    their files: it answers from what is there, and ``memory_left`` says what is not yet.
+    ``progress`` follows the session files read (the CLI draws a bar of it on a terminal).
     """
     index = open_index(settings)
     try:
@@ -83,7 +95,15 @@ def open_query(
             ensure_memory_tables(index)
             sync_memory_file(index, scope.session_file)
         elif memory:
-            refresh_memory(index, settings.sessions, skipped=None if history else skipped)
+            building = {root.resolve() for root in roots_being_built(settings.state_dir)}
+            refresh_memory(
+                index,
+                settings.sessions,
+                skipped=None if history else skipped,
+                progress=progress,
+                leave=[root for root in settings.sessions if root.resolve() in building],
+                left=context.memory_left,
+            )
         context.warnings[:0] = skipped  # said once, even when both were refreshed
         yield context
     finally:
@@ -97,6 +117,7 @@ def run_query(
     history: bool = False,
     memory: bool = False,
     scope: MemoryScope | None = None,
+    progress: MemoryProgress | None = None,
 ) -> T:
     """``answer`` on an up-to-date index (``open_query``); a damaged index is rebuilt and asked again.
 
@@ -106,7 +127,7 @@ def run_query(
     """
 
     def ask(damage: sqlite3.DatabaseError | None) -> T:
-        with open_query(settings, history=history, memory=memory, scope=scope) as context:
+        with open_query(settings, history=history, memory=memory, scope=scope, progress=progress) as context:
             if damage is not None:
                 context.warnings.append(REBUILT_WARNING.format(error=damage))
             return answer(context)

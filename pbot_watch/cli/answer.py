@@ -32,11 +32,13 @@ def answering(
     to correct ends the command with one stderr line and exit 2, an unknown id or handle with
     exit 4: ``pbot_watch.errors.exit_code``, applied by the command group.
     """
+    from pbot_watch.cli.progress import bar_when_needed  # noqa: PLC0415 - keep --help fast
     from pbot_watch.display import language, relabel_model  # noqa: PLC0415 - keep --help fast
     from pbot_watch.query import run_query, settings_for_query  # noqa: PLC0415 - keep --help fast
 
     settings = settings_for_query(sessions, archive)
-    result = run_query(settings, answer, history=history, memory=memory)
+    with bar_when_needed("reading sessions", data=True) as progress:
+        result = run_query(settings, answer, history=history, memory=memory, progress=progress)
     return relabel_model(result, language(settings.display_labels)) if human else result
 
 

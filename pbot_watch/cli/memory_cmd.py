@@ -37,7 +37,10 @@ def memory_search_command(
             click.echo(f"warning: {warning}", err=True)
         return search_memory.answer(args, context)
 
-    emit(answering(sessions, archive, answer, memory=True), as_json, render_search)
+    result = answering(sessions, archive, answer, memory=True)
+    if note := search_memory.not_searched_note(result):
+        click.echo(f"note: {note}", err=True)
+    emit(result, as_json, render_search)
 
 
 @main.command("recall")

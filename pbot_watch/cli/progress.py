@@ -1,4 +1,4 @@
-"""Progress bars for the long commands (``index``, ``reindex``): on a terminal only.
+"""Progress bars for the long commands (``index``, ``reindex``, a query's first build): on a terminal only.
 
 A person at a terminal wants to see a first run move; a script, a pipe or a service log wants
 the summary line and nothing else. So the bar is drawn on stderr, and only when stderr is a
@@ -8,8 +8,8 @@ terminal; rich is imported only then (it costs more than the rest of a quick com
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,3 +49,20 @@ def progress_bar(description: str, *, data: bool = False) -> Iterator[Bar]:
     columns = [TextColumn("{task.description}"), BarColumn(), *amounts, TextColumn("{task.fields[what]}")]
     with Progress(*columns, TimeRemainingColumn(), console=Console(stderr=True), transient=True) as progress:
         yield Bar(progress, progress.add_task(description, total=None, what=""))
+
+
+@contextmanager
+def bar_when_needed(description: str, *, data: bool = False) -> Iterator[Callable[[int, int, str], None]]:
+    """``progress_bar``'s updates, the bar drawn from the first one on: a query that finds its
+    index current (nearly every query) calls none, so it imports and draws nothing.
+    """
+    with ExitStack() as stack:
+        bar: Bar | None = None
+
+        def update(done: int, total: int, what: str = "") -> None:
+            nonlocal bar
+            if bar is None:
+                bar = stack.enter_context(progress_bar(description, data=data))
+            bar.update(done, total, what)
+
+        yield update

@@ -24,7 +24,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -760,31 +760,58 @@ def _drop_file(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("DELETE FROM mem_files WHERE id = ?", (file,))
 
 
+MemoryProgress = Callable[[int, int, str], None]
+"""``(bytes read, bytes to read, file name)``, before each session file ``refresh_memory`` reads
+and once at the end: what a progress bar needs, with nothing drawn where no one watches."""
+
+
 def refresh_memory(
     index: SearchIndex,
     roots: Iterable[Path],
     report: MemorySync | None = None,
     *,
     skipped: list[str] | None = None,
+    progress: MemoryProgress | None = None,
+    leave: Collection[Path] = (),
+    left: list[Path] | None = None,
 ) -> int:
     """Sync every session file under ``roots`` (and forget files that are gone); return files changed.
 
-    Files left out for their names (``iter_session_files``) are said in ``skipped``.
+    Files left out for their names (``iter_session_files``) are said in ``skipped``. Under the
+    roots in ``leave`` (the running service is still building their raw memory) a file raw
+    memory does not hold as it is now is not read but put in ``left``: a query answers from
+    what is there instead of doing the service's work a second time.
     """
     ensure_memory_tables(index)
     seen: set[str] = set()
-    changed = 0
     held = held_stamps(index)
+    stale: list[tuple[Path, int]] = []
     for root in roots:
         if not root.is_dir():
             continue
         for path in iter_session_files(root, skipped):
             seen.add(str(path))
-            if path in held and _stamp(path) == held[path]:
+            stamp = _stamp(path)
+            if path in held and stamp == held[path]:
                 # What sync_memory_file would find for an open, an fstat and a query: every
                 # query (the CLI's first of all) asks this of every session file.
                 continue
-            changed += sync_memory_file(index, path, report)
+            if root in leave:
+                if left is not None:
+                    left.append(path)
+                continue
+            size = stamp.size if stamp is not None else 0
+            before = held[path].size if path in held else 0
+            stale.append((path, size - before if size > before else size))
+    changed = 0
+    done, total = 0, sum(size for _, size in stale)
+    for path, size in stale:
+        if progress is not None:
+            progress(done, total, path.name)
+        changed += sync_memory_file(index, path, report)
+        done += size
+    if progress is not None and stale:
+        progress(total, total, "")
     gone = [p for (p,) in index.conn.execute("SELECT path FROM mem_files") if p not in seen]
     if gone:
         with index.transaction():

@@ -58,6 +58,11 @@ class MemorySearchResult(JsonShape):
     total: int
     next_cursor: str | None = Field(description="pass as --after with the same query to continue")
     scope: list[str] = Field(description="session ids searched, each along one leaf-to-root path")
+    sessions_not_searched: int = Field(
+        default=0,
+        description="session files not searched as they are now: the running service is still "
+        "building their raw memory (0 once it is caught up, and always without the service)",
+    )
 
 
 class RecallPage(JsonShape):

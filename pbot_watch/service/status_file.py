@@ -154,3 +154,25 @@ def assess(state_dir: Path, status: StatusFacts | None, now: float | None = None
             f" {now - status.progress_epoch:.0f}s{doing}"
         )
     return "running", f"pid {status.pid}"
+
+
+def roots_being_built(state_dir: Path, now: float | None = None) -> list[Path]:
+    """The session roots of a running service still catching up, whose raw memory it is building.
+
+    A query (the CLI, an MCP client) that read those session files itself would do the same
+    work beside the service and answer no sooner; it answers from what raw memory holds and
+    says what is missing. Empty when the service is not running, not responding, or caught up
+    (a live append it has not stored yet is the query's to read, as without the service).
+    """
+    document = read_status_document(state_dir)
+    if document is None or assess(state_dir, document, now)[0] != "running":
+        return []
+    catch_up = document.data.get("catch_up")
+    if not isinstance(catch_up, dict) or catch_up.get("finished") is not None:
+        return []
+    roots = document.data.get("roots")
+    if not isinstance(roots, list):
+        return []
+    return [
+        Path(root["path"]) for root in roots if isinstance(root, dict) and isinstance(root.get("path"), str)
+    ]

@@ -28,7 +28,7 @@ def answer(
     args: SearchMemoryArgs, query: QueryContext, pinned: MemoryScope | None = None
 ) -> MemorySearchResult:
     """The search: the one call of the query, for the tool (pinned to its session) and the CLI."""
-    return search_memory(
+    result = search_memory(
         query.index,
         query=args.query or "",
         match=args.match,
@@ -38,6 +38,19 @@ def answer(
         after=args.after,
         limit=args.limit,
         pinned=pinned,
+    )
+    if query.memory_left:
+        result.sessions_not_searched = len(query.memory_left)
+    return result
+
+
+def not_searched_note(result: MemorySearchResult) -> str | None:
+    """What a result lacks while the service builds raw memory, in one sentence; ``None`` when nothing."""
+    if not result.sessions_not_searched:
+        return None
+    return (
+        f"{plural(result.sessions_not_searched, 'session')} not yet searched: the pbot-watch service "
+        "is still building raw memory of them; search again when it has caught up."
     )
 
 
@@ -50,10 +63,13 @@ def render(result: MemorySearchResult, args: SearchMemoryArgs) -> str:
     scope = ", ".join(result.scope) if result.scope else "none"
     if len(result.scope) > SCOPE_SHOWN:
         scope = f"{len(result.scope)} sessions, each along its current branch"
+    missing = not_searched_note(result)
     if not result.hits:
         lines.append(f"No {what}. Sessions searched: {scope}.")
+        lines.extend([missing] if missing else [])
         return "\n".join(lines)
     lines.append(f"{result.total} {what}; showing {len(result.hits)}. Sessions searched: {scope}.")
+    lines.extend([missing] if missing else [])
     if not listing:
         lines.append(CONTEXT_NOTE)
     for number, hit in enumerate(result.hits, 1):
