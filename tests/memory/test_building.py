@@ -13,13 +13,12 @@ from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.index import held_stamps
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.index import SearchIndex
-from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import CatchUpInfo, RootInfo, iso
 from pbot_watch.tools.registry import call
 from tests.core.test_index_cli import on_terminal
 from tests.support.cli import invoke, run
 from tests.support.pi_sessions import PiSession
-from tests.support.service import ServiceProcess, fake_status, wait_for
+from tests.support.service import ServiceProcess, fake_status, service_lock, wait_for
 
 
 @pytest.fixture
@@ -35,11 +34,8 @@ def settings(root: Path) -> Settings:
 @pytest.fixture
 def held(settings: Settings) -> Iterator[None]:
     """The service's lock, held as a running service holds it."""
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    lock = InstanceLock(settings.state_dir)
-    lock.acquire()
-    yield
-    lock.release()
+    with service_lock(settings.state_dir):
+        yield
 
 
 def session(root: Path, name: str, text: str) -> Path:

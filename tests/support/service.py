@@ -11,12 +11,14 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
 from pbot_watch import __version__
 from pbot_watch.config_paths import default_state_dir
+from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import Status, iso, read_status, write_status
 from tests.support.archive import records
 from tests.support.cli import pbot_watch_executable
@@ -41,6 +43,18 @@ def fake_status(state_dir: Path, *, running: bool = True, age: float = 0.5, **fi
     )
     write_status(state_dir, status)
     return beat
+
+
+@contextmanager
+def service_lock(state_dir: Path) -> Iterator[None]:
+    """The service's lock, held by this process as a running service holds it (with ``fake_status``)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lock = InstanceLock(state_dir)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def wait_for(

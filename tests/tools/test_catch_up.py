@@ -13,12 +13,11 @@ import pytest
 
 from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.query import MemoryScope
-from pbot_watch.service.lock import InstanceLock
 from pbot_watch.service.status import CatchUpInfo, iso
 from pbot_watch.tools.catch_up import RecordCatchUp, service_view
 from pbot_watch.tools.registry import call
 from tests.support.pi_sessions import PiSession
-from tests.support.service import fake_status
+from tests.support.service import fake_status, service_lock
 
 
 def status(settings: Settings, *, running: bool = True, age: float = 0.5, **fields: Any) -> float:
@@ -33,11 +32,8 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def held(settings: Settings) -> Iterator[None]:
     """The service's lock, held as a running service holds it."""
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    lock = InstanceLock(settings.state_dir)
-    lock.acquire()
-    yield
-    lock.release()
+    with service_lock(settings.state_dir):
+        yield
 
 
 class TestServiceView:
