@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
+from pbot_watch.config import TeamSettings
 from pbot_watch.search.errors import QueryError
-from pbot_watch.team.settings import TeamSettings
 
 
 class TeamUnavailable(QueryError):
