@@ -12,6 +12,8 @@ from pbot_watch.cli import main
 from pbot_watch.cli.options import archive_options
 
 if TYPE_CHECKING:  # keep --help fast
+    from collections.abc import Iterator
+
     from pbot_watch.config import Settings
     from pbot_watch.redact.audit import Leak
 
@@ -44,7 +46,7 @@ def _record_paths(settings: Settings) -> list[Path]:
 def _scan(settings: Settings) -> tuple[list[Leak], list[Leak]]:
     """Leaks in the records, and in the search index file, each read as it is."""
     from pbot_watch.archive.files import read_record  # noqa: PLC0415
-    from pbot_watch.redact.audit import index_leaks, record_leaks  # noqa: PLC0415
+    from pbot_watch.redact.audit import record_leaks  # noqa: PLC0415
     from pbot_watch.search.index import SearchIndex  # noqa: PLC0415
 
     records = [
@@ -56,6 +58,22 @@ def _scan(settings: Settings) -> tuple[list[Leak], list[Leak]]:
     db = SearchIndex.default_path(settings.state_dir)
     indexed = list(index_leaks(db)) if db.is_file() else []
     return records, indexed
+
+
+def index_leaks(db: Path) -> Iterator[Leak]:
+    """What the search index file holds, read as it is: history's texts, then raw memory's."""
+    import sqlite3  # noqa: PLC0415
+
+    from pbot_watch.memory.index import held_memory_texts  # noqa: PLC0415
+    from pbot_watch.redact.audit import held_leaks  # noqa: PLC0415
+    from pbot_watch.search.index import held_history_texts  # noqa: PLC0415
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        yield from held_leaks(held_history_texts(conn))
+        yield from held_leaks(held_memory_texts(conn))
+    finally:
+        conn.close()
 
 
 @secrets_group.command("scan")

@@ -24,6 +24,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from pbot_watch.memory.texts import (
 )
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
+from pbot_watch.redact.audit import HeldText
 from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.database import Family, ensure_family
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
@@ -867,3 +869,32 @@ def held_stamps(index: SearchIndex) -> dict[Path, FileStamp]:
         Path(path): FileStamp(ino, size, mtime_ns)
         for path, ino, size, mtime_ns in index.conn.execute("SELECT path, ino, size, mtime_ns FROM mem_files")
     }
+
+
+def held_memory_texts(conn: sqlite3.Connection) -> Iterator[HeldText]:
+    """Every text raw memory holds, for ``pbot-watch secrets scan``: each source's label and
+    text, and the compression dictionaries (made of pieces of the texts they were trained on).
+
+    Raw memory as schema 6 and before kept it (zlib, a text per source row) until the next
+    query or service start rebuilds it: until then it is on disk, so it is listed too.
+    """
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if {"mem_sources", "mem_texts", "mem_dicts"} <= tables:
+        unpack = text_codec(conn).unpack
+        rows = conn.execute(
+            "SELECT f.path, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
+            "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
+        )
+        for path, session_id, entry_id, shown, data, packed in rows:
+            yield HeldText("memory index", path, session_id, entry_id, (shown or "", unpack(data, packed)))
+        for ident, data in conn.execute("SELECT id, data FROM mem_dicts"):
+            text = data.decode("utf-8", "replace")
+            yield HeldText("memory index", "", "", f"compression dictionary {ident}", (text,))
+    elif {"mem_sources", "mem_texts"} <= tables:
+        rows = conn.execute(
+            "SELECT s.file, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
+            "JOIN mem_texts t ON t.rowid = s.rowid"
+        )
+        for path, session_id, entry_id, shown, data, packed in rows:
+            text = (zlib.decompress(data) if packed else data).decode("utf-8", "surrogatepass")
+            yield HeldText("memory index", str(path), session_id, entry_id, (shown or "", text))

@@ -2,7 +2,8 @@
 
 An archive written before redaction (or with it off, or by personal-bot) keeps secrets in
 three places: the record files, the history index built from them and the raw-memory index
-built from the session files. The scan reads each as it is, without refreshing anything, and
+built from the session files. Each index lists the texts it holds (``HeldText``), so this
+module knows no table and no codec. The scan reads each as it is, without refreshing anything, and
 reports per place which rules matched and how often, with the session and node or entry ids
 (never a value). The scrub rewrites each record that holds one, node ids, tree and summaries
 kept, only the texts redacted (a summary made from such a text is redacted like any text), and
@@ -13,8 +14,6 @@ free pages, as deleting rows would.
 
 from __future__ import annotations
 
-import sqlite3
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -76,59 +75,29 @@ def scrubbed_record(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def index_leaks(db: Path) -> Iterator[Leak]:
-    """What the search index file holds: node texts and names (history), source texts (memory)."""
-    from pbot_watch.memory.index import text_codec  # noqa: PLC0415 - only the audit reads packed texts
-
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if {"records", "nodes", "node_texts"} <= tables:
-            for path, session_id, name in conn.execute("SELECT path, session_id, name FROM records"):
-                if kinds := kinds_in(name or ""):
-                    yield Leak("history index", path, session_id, "", kinds)
-            rows = conn.execute(
-                "SELECT r.path, r.session_id, n.id, t.text FROM nodes n JOIN node_texts t ON t.rowid = n.rowid "
-                "JOIN records r ON r.rowid = n.record"
-            )
-            for path, session_id, node_id, text in rows:
-                if kinds := kinds_in(text or ""):
-                    yield Leak("history index", path, session_id, node_id, kinds)
-        if {"mem_sources", "mem_texts", "mem_dicts"} <= tables:
-            yield from _memory_leaks(conn, text_codec(conn).unpack)
-        elif {"mem_sources", "mem_texts"} <= tables:
-            yield from _old_memory_leaks(conn)
-    finally:
-        conn.close()
-
-
-def _memory_leaks(conn: sqlite3.Connection, unpack: Any) -> Iterator[Leak]:
-    rows = conn.execute(
-        "SELECT f.path, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
-        "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
-    )
-    for path, session_id, entry_id, shown, data, packed in rows:
-        kinds = dict(Counter(kinds_in(shown or "")) + Counter(kinds_in(unpack(data, packed))))
-        if kinds:
-            yield Leak("memory index", path, session_id, entry_id, dict(sorted(kinds.items())))
-    # The compression dictionary is made of pieces of the texts it was trained on.
-    for ident, data in conn.execute("SELECT id, data FROM mem_dicts"):
-        if kinds := kinds_in(data.decode("utf-8", "replace")):
-            yield Leak("memory index", "", "", f"compression dictionary {ident}", kinds)
-
-
-def _old_memory_leaks(conn: sqlite3.Connection) -> Iterator[Leak]:
-    """Raw memory as schema 6 and before kept it (zlib, a text per source row), which the next
-    query or service start rebuilds: until then it is on disk, so it is audited too.
+@dataclass(frozen=True)
+class HeldText:
+    """A text a store holds, named as a leak in it would be: each store lists its own
+    (``search.index.held_history_texts``, ``memory.index.held_memory_texts``), so the audit
+    knows no table and no codec.
     """
-    rows = conn.execute(
-        "SELECT s.file, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
-        "JOIN mem_texts t ON t.rowid = s.rowid"
-    )
-    for path, session_id, entry_id, shown, data, packed in rows:
-        text = (zlib.decompress(data) if packed else data).decode("utf-8", "surrogatepass")
-        if kinds := dict(Counter(kinds_in(shown or "")) + Counter(kinds_in(text))):
-            yield Leak("memory index", str(path), session_id, entry_id, dict(sorted(kinds.items())))
+
+    place: str
+    path: str
+    session_id: str
+    item_id: str
+    texts: tuple[str, ...]
+    """What is scanned together: a name, a text, or a source's label and text."""
+
+
+def held_leaks(held: Iterable[HeldText]) -> Iterator[Leak]:
+    """The held texts in which a rule matches, with the kinds summed over each one's texts."""
+    for item in held:
+        counts: Counter[str] = Counter()
+        for text in item.texts:
+            counts.update(kinds_in(text))
+        if counts:
+            yield Leak(item.place, item.path, item.session_id, item.item_id, dict(sorted(counts.items())))
 
 
 def total(leaks: Iterable[Leak]) -> dict[str, int]:

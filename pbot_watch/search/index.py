@@ -40,6 +40,7 @@ from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import locale_key, to_well_formed, utf16_slice
 from pbot_watch.pi.untrusted import has_lone_surrogate, shown_path, unstorable_name
+from pbot_watch.redact.audit import HeldText
 from pbot_watch.redact.policy import scrub
 from pbot_watch.search.database import index_path, open_file, start_afresh, version_of
 from pbot_watch.search.dates import parse_ms
@@ -773,3 +774,20 @@ def _node_values(raw: Any, seq: int) -> dict[str, Any] | None:
         "parents": json.dumps(_strs(raw.get("parents"))),
         "seq": seq,
     }
+
+
+def held_history_texts(conn: sqlite3.Connection) -> Iterator[HeldText]:
+    """Every text the history index holds, for ``pbot-watch secrets scan``: session names and
+    node texts, as the records they came from named them.
+    """
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"records", "nodes", "node_texts"} <= tables:
+        return
+    for path, session_id, name in conn.execute("SELECT path, session_id, name FROM records"):
+        yield HeldText("history index", path, session_id, "", (name or "",))
+    rows = conn.execute(
+        "SELECT r.path, r.session_id, n.id, t.text FROM nodes n JOIN node_texts t ON t.rowid = n.rowid "
+        "JOIN records r ON r.rowid = n.record"
+    )
+    for path, session_id, node_id, text in rows:
+        yield HeldText("history index", path, session_id, node_id, (text or "",))

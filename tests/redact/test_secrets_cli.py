@@ -72,7 +72,7 @@ def test_scan_reads_raw_memory_of_an_older_schema_until_it_is_rebuilt(tmp_path: 
     """Raw memory as schema 6 kept it (a zlib text per source row, the path on each row) is on disk
     until the next query rebuilds it: the scan reads it too.
     """
-    from pbot_watch.redact.audit import index_leaks
+    from pbot_watch.cli.secrets_cmd import index_leaks
 
     plant = PLANTS[0]
     db = tmp_path / "search.db"
