@@ -18,7 +18,7 @@ from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import ServeChild
 from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
-from tests.support.service import fake_status
+from tests.support.service import age_today, fake_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real child process per test
 
@@ -358,7 +358,7 @@ class TestHistoryWithoutService:
         self, isolated_home: Path, sessions: Path, tmp_path: Path
     ) -> None:
         """A stopped service: other sessions are as of its last heartbeat, and the text says when."""
-        beat = fake_status(load_settings({}).state_dir, running=False, age=3600)
+        beat = fake_status(load_settings({}).state_dir, running=False, age=age_today(3600))
         scope = {"sessionFile": str(sessions / "ws" / "a.jsonl"), "sessionId": "session-a"}
         with ServeChild("--sessions", str(sessions), "--archive", str(tmp_path / "archive")) as child:
             answer = tool(child, "history_search", {"query": "marmalade"}, scope)

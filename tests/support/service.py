@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
@@ -24,6 +25,14 @@ from tests.support.archive import records
 from tests.support.cli import pbot_watch_executable
 
 DEADLINE = 15.0
+
+
+def age_today(seconds: float) -> float:
+    """``seconds``, or less just after midnight: a heartbeat that old is still of today, so a
+    note shows it as a time of day (one of yesterday rightly names its date)."""
+    now = datetime.now().astimezone()
+    since_midnight = (now - now.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds()
+    return min(seconds, since_midnight / 2)
 
 
 def fake_status(state_dir: Path, *, running: bool = True, age: float = 0.5, **fields: Any) -> float:

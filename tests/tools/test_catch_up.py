@@ -17,7 +17,7 @@ from pbot_watch.service.status import CatchUpInfo, iso
 from pbot_watch.tools.catch_up import RecordCatchUp, service_view
 from pbot_watch.tools.registry import call
 from tests.support.pi_sessions import PiSession
-from tests.support.service import fake_status, service_lock
+from tests.support.service import age_today, fake_status, service_lock
 
 
 def status(settings: Settings, *, running: bool = True, age: float = 0.5, **fields: Any) -> float:
@@ -46,10 +46,7 @@ class TestServiceView:
 
     def test_stopped_names_its_last_heartbeat(self, settings: Settings) -> None:
         """A stopped service: other sessions are as of its last heartbeat, in local time."""
-        # Ten minutes ago, or less just after midnight: a heartbeat of yesterday names its date.
-        since_midnight = datetime.now().astimezone()
-        since_midnight -= since_midnight.replace(hour=0, minute=0, second=0, microsecond=0)
-        beat = status(settings, running=False, age=min(600, since_midnight.total_seconds() / 2))
+        beat = status(settings, running=False, age=age_today(600))
         clock = datetime.fromtimestamp(beat).astimezone().strftime("%H:%M")
         assert (
             f"the pbot-watch service is not running: other sessions are as of {clock}"
