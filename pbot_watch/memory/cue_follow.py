@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pbot_watch import __version__
-from pbot_watch.archive.atomic import write_atomic
+from pbot_watch.archive.atomic import ensure_dir, write_atomic
 from pbot_watch.log import get_logger
 from pbot_watch.memory.cues import Call, CueLedger, Work, utc_moment
 from pbot_watch.pi.cursor import Cursor
@@ -293,7 +293,7 @@ class FollowedCues:
         if followed.cursor.offset < self.saved_from:
             return
         try:
-            stored.parent.mkdir(parents=True, exist_ok=True)
+            ensure_dir(stored.parent)  # 0700, as every folder of the state
             data = StoredLedger.of(path, header, followed.cursor, followed.ledger).model_dump_json()
             write_atomic(stored, data.encode("utf-8", "surrogatepass"), sync_dir=False)
         except OSError as error:

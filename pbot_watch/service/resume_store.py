@@ -25,6 +25,7 @@ from pathlib import Path
 
 import structlog
 
+from pbot_watch.archive.atomic import ensure_dir, write_atomic
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.resume import Unencodable, frame, resume
 from pbot_watch.pi.cursor import Cursor
@@ -95,8 +96,8 @@ class ResumeStore:
         try:
             data, raw = frame(state, cursor, first)
             if fresh or logged is None:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+                ensure_dir(self.folder)  # 0700: the logs hold (redacted) conversation text
+                write_atomic(target, data, sync_dir=False)  # 0600; a cache: no fsync of the folder
                 size = len(data)
             else:
                 raw += logged.raw

@@ -20,7 +20,16 @@ DATABASES = ("search.db", "summaries.db", "state.sqlite3")
 
 
 def modes(folder: Path) -> dict[str, int]:
-    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+    """Each file below ``folder`` (by its relative path) with its mode; a folder in it must be
+    0700 (resume logs, cue ledgers), which is checked on the way."""
+    found: dict[str, int] = {}
+    for p in folder.rglob("*"):
+        mode = stat.S_IMODE(p.stat().st_mode)
+        if p.is_dir():
+            assert 0o700 == mode, p
+        else:
+            found[str(p.relative_to(folder))] = mode
+    return found
 
 
 def one_session(root: Path, workspace: Path) -> None:
