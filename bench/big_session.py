@@ -53,7 +53,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from first_run import load_average, parsed_bytes, print_figures  # noqa: E402
+from first_run import load_average, parsed_bytes, print_figures, sizes_mb  # noqa: E402
 from index_throughput import Corpus, generate  # noqa: E402
 
 from pbot_watch.history.nodes import new_record_id  # noqa: E402
@@ -479,7 +479,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--size-mb",
-        type=lambda text: [float(v) for v in text.split(",")],
+        type=sizes_mb,
         default=list(SIZES_MB),
         help="sizes of the big session in MB, comma-separated (default 200,300)",
     )

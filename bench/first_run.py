@@ -546,13 +546,18 @@ def load_average() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
+def sizes_mb(text: str) -> list[float]:
+    """``--sizes 50,634``: sizes in MB, comma-separated (the benches that take several)."""
+    return [float(v) for v in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "--sizes",
-        type=lambda text: [float(v) for v in text.split(",")],
+        type=sizes_mb,
         default=[50.0, TOTAL_MB],
         help="corpus sizes in MB, comma-separated (default 50,634)",
     )

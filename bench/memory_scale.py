@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from first_run import corpus, db_bytes, load_average, pbot_watch, timed, tree_bytes  # noqa: E402
+from first_run import corpus, db_bytes, load_average, pbot_watch, sizes_mb, timed, tree_bytes  # noqa: E402
 
 QUERIES = {
     "common word": ("literal", "cursor"),
@@ -148,7 +148,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--sizes",
-        type=lambda text: [float(v) for v in text.split(",")],
+        type=sizes_mb,
         default=[50.0, 634.0],
         help="corpus sizes in MB, comma-separated (default 50,634)",
     )
