@@ -56,7 +56,12 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
 )
 @click.option("--api-base", default=None, help="OpenAI-compatible base URL for the model.")
 @click.option(
-    "--limit", type=click.IntRange(min=0), default=None, help="Summarize at most N nodes, then stop."
+    "--limit",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Stop once N summaries are written (cached ones count, failed ones do not; 0: only index). "
+    "Model calls stay under max_calls_per_idle.",
 )
 @click.option(
     "--foreign",
@@ -125,6 +130,7 @@ def summarize_command(
 
 
 def _run(worker: SummaryWorker, cancel: threading.Event, limit: int | None) -> RunReport:
+    """One run of the queue; ``limit`` is ``--limit``, the number of summaries to write."""
     if not sys.stderr.isatty():
         return worker.run_once(cancel, limit)
     from rich.progress import Progress  # noqa: PLC0415 - only on a terminal
@@ -151,7 +157,7 @@ def _line(result: RunReport, status: dict[str, object]) -> str:
         parts.append(f"{result.dropped} dropped (records changed)")
     if status.get("foreign"):
         parts.append(f"{status['foreign']} foreign records left alone (--foreign summarizes them)")
-    stop = {"done": "nothing left to do", "cancelled": "interrupted", "max-nodes": "--limit reached"}.get(
+    stop = {"done": "nothing left to do", "cancelled": "interrupted", "max-summaries": "--limit reached"}.get(
         result.stop, result.reason or result.stop
     )
     if result.stop == "refused":

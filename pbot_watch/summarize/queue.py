@@ -50,7 +50,7 @@ log = structlog.get_logger("pbot_watch.summarize")
 SUMMARIZER_FIELD = "summarizer"
 OFFLINE_PREFIX = OFFLINE_ID.split("/", 1)[0] + "/"
 
-Stop = Literal["done", "cancelled", "limit", "refused", "max-nodes"]
+Stop = Literal["done", "cancelled", "limit", "refused", "max-summaries"]
 
 
 def is_offline_summary(node: dict[str, Any]) -> bool:
@@ -212,31 +212,53 @@ class SummaryQueue:
     def run(
         self,
         cancel: threading.Event,
-        max_nodes: int | None = None,
+        max_summaries: int | None = None,
         progress: Progress | None = None,
     ) -> RunReport:
-        """Work until nothing is left, ``cancel`` is set, a limit is reached or ``max_nodes`` are done."""
+        """Work until nothing is left, ``cancel`` is set, a limit is reached or ``max_summaries`` are written.
+
+        ``max_summaries`` counts what the run's line leads with, summaries written (from the
+        cache or the model): a failed node or a result the record no longer wanted is not one.
+        What the model may be asked is bounded by the call limits, not by this.
+
+        A run that stopped after changing records scans them once more, so the pending count
+        it leaves for status (and the CLI's line) is what is left, not what there was; not
+        after a cancel, which means the person is back and the disk is theirs.
+        """
         report = RunReport()
+        fresh = self._work(report, cancel, max_summaries, progress)
+        if not fresh and report.stop != "cancelled":
+            self.scan()
+        return report
+
+    def _work(
+        self,
+        report: RunReport,
+        cancel: threading.Event,
+        max_summaries: int | None,
+        progress: Progress | None,
+    ) -> bool:
+        """The run's loop; whether the last scan still holds (nothing was tried after it)."""
         done = 0
         failed: set[str] = set()  # tried and failed in this run: the backoff is for later runs
         while True:
             scan = self.scan()
             tasks = [t for t in scan.tasks if t.node_id not in failed]
             if not tasks:
-                return report
+                return True
             before = report.summarized
-            for task in tasks:
+            for index, task in enumerate(tasks):
                 if cancel.is_set():
                     report.stop = "cancelled"
-                    return report
-                if max_nodes is not None and done >= max_nodes:
-                    report.stop = "max-nodes"
-                    return report
+                    return index == 0
+                if max_summaries is not None and report.summarized >= max_summaries:
+                    report.stop = "max-summaries"
+                    return index == 0
                 if progress is not None:
                     progress(done, done + len(tasks) + scan.waiting_for_children, task.node_id)
                 outcome = self._one(task, cancel, report)
                 if outcome == "stop":
-                    return report
+                    return False
                 if outcome == "done":
                     done += 1
                 elif outcome == "failed":
@@ -244,7 +266,7 @@ class SummaryQueue:
             if report.summarized == before:
                 # Nothing new became ready, so no parent can have become runnable: stop here
                 # rather than loop on failures or on results the records no longer want.
-                return report
+                return False
 
     def _one(
         self, task: Task, cancel: threading.Event, report: RunReport

@@ -187,7 +187,7 @@ class SummaryWorker:
         self.run_once(cancel)
 
     def run_once(
-        self, cancel: threading.Event, max_nodes: int | None = None, progress: Progress | None = None
+        self, cancel: threading.Event, max_summaries: int | None = None, progress: Progress | None = None
     ) -> RunReport:
         """One idle period: summarize until done, cancelled or limited. Never raises for a node's failure."""
         with self._lock:
@@ -211,7 +211,7 @@ class SummaryWorker:
                     report = RunReport(stop="limit", reason=reason)
                     self._finish(report)
                     return report
-            report = queue.run(cancel, max_nodes, progress)
+            report = queue.run(cancel, max_summaries, progress)
             if not summarizer.offline:
                 # Every request the model got, failed ones included: what the caps counted.
                 report.calls = max(report.calls, meter.calls_this_period)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -216,6 +217,27 @@ class TestLimits:
         first = worker.run_once(threading.Event())
         assert (first.summarized, first.stop) == (1, "limit")
         assert worker.run_once(threading.Event()).summarized == 1
+
+    def test_max_summaries_counts_summaries_written(self, server: OpenAIServer, tmp_path: Path) -> None:
+        """A failed node does not use up ``max_summaries``; a summary from the cache does."""
+        main = session(tmp_path, 12)
+        worker = worker_for(tmp_path, server)
+        index(worker.settings)
+        server.handler = lambda r: (
+            Reply.bad_request("unsafe content") if r.index == 0 else Reply.answer("fine")
+        )
+        first = worker.run_once(threading.Event(), max_summaries=1)
+        assert (first.summarized, first.failed, first.stop) == (1, 1, "max-summaries")
+        assert len(server.chat_requests) == 2
+        assert worker.status()["pending"] == 2  # what is left, not what the run found
+        worker.clock = lambda: time.time() + 60  # past the failed node's backoff
+        assert worker.run_once(threading.Event()).summarized == 2
+        main.fork("s-fork").write(tmp_path / "sessions" / "--w--" / "fork.jsonl")
+        index(worker.settings)
+        asked = len(server.chat_requests)
+        fork = worker.run_once(threading.Event(), max_summaries=1)
+        assert (fork.summarized, fork.from_cache, fork.stop) == (1, 1, "max-summaries")
+        assert len(server.chat_requests) == asked
 
 
 class TestCancel:

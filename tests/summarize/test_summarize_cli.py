@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.archive import records
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.pi_sessions import PiSession
 from tests.support.summaries import MODEL, summaries
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,9 +43,31 @@ class TestSummarizeCommand:
         assert {n["summarizer"] for n in nodes.values()} == {"offline/1"}
         assert "litellm" not in result.stderr
 
+    def test_limit_counts_summaries_written(self, tmp_path: Path) -> None:
+        """--limit N stops once N summaries are written, and the line's pending count is what is left."""
+        pi = PiSession("s-main", "/w")
+        pi.exchanges(12)  # three summaries, none above them
+        pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
+        where = ("--sessions", str(tmp_path / "sessions"), "--archive", str(tmp_path / "archive"))
+        nothing = cli("summarize", *where, "--limit", "0")
+        assert nothing.returncode == 0, nothing.stderr
+        assert nothing.stdout.startswith("0 summaries written"), nothing.stdout
+        assert "3 pending; --limit reached" in nothing.stdout
+        one = cli("summarize", *where, "--limit", "1")
+        assert one.stdout.startswith("1 summaries written"), one.stdout
+        assert "2 pending; --limit reached" in one.stdout
+        assert sorted(n["ready"] for n in summaries(records(tmp_path / "archive")["s-main"]).values()) == [
+            False,
+            False,
+            True,
+        ]
+        rest = cli("summarize", *where, "--limit", "5")
+        assert rest.stdout.startswith("2 summaries written"), rest.stdout
+        assert "0 pending; nothing left to do" in rest.stdout
+
     @pytest.mark.slow
     def test_model_from_flags_and_environment(self, history: Path, server: OpenAIServer) -> None:
-        """--model/--api-base pick the model and --limit stops after N nodes; PBOT_WATCH_MODEL works too."""
+        """--model/--api-base pick the model and --limit stops after N summaries; PBOT_WATCH_MODEL works too."""
         where = ("--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
         result = cli("summarize", *where, "--model", MODEL, "--api-base", server.base_url, "--limit", "1")
         assert result.returncode == 0, result.stderr
