@@ -41,6 +41,10 @@ from pathlib import Path
 from typing import Any
 
 SESSION_ID = "01a228f5-31fa-7664-97b8-48c2bf54bd29"
+# The words of every generated text. None holds a redaction rule's anchor ("passes" held the
+# password rule's "pass"): a fourteenth of all words would then send the redaction through its
+# slow path everywhere, which no real session does, and make the timings of what redacts the
+# cues (the memory index, the child) a measure of that word (tests/memory/test_bench_cues.py).
 WORDS = [
     "the",
     "budget",
@@ -54,7 +58,7 @@ WORDS = [
     "run",
     "build",
     "error",
-    "passes",
+    "fixes",
     "module",
 ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import runpy
 
+from pbot_watch.redact.policy import redact
+from pbot_watch.redact.rules import ANCHORS
 from tests.support.paths import FIXTURES, REPO
 
 
@@ -14,6 +16,14 @@ def test_cues_bench_reports_its_figures() -> None:
     assert {"session", "parse s", "cues s", "total s", "batch", "lines", "block tokens"} == set(figures)
     assert figures["batch"] == figures["session"]["compactions"] > 0
     assert figures["lines"] > 0
+
+
+def test_generated_words_hold_no_redaction_anchor() -> None:
+    """The generator's words send no text through a redaction rule: a real session is mostly plain words."""
+    words = runpy.run_path(str(REPO / "bench" / "cues.py"))["WORDS"]
+    assert [(w, a) for w in words for a in ANCHORS if a.lower() in w.lower()] == []
+    text = " ".join(words * 50)
+    assert redact(text).text == text
 
 
 def test_cost_report_on_a_pi_written_session() -> None:
