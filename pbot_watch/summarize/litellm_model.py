@@ -26,13 +26,16 @@ import asyncio
 import atexit
 import concurrent.futures
 import os
+import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+import structlog
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from pbot_watch.redact.policy import scrub
@@ -64,13 +67,24 @@ CHARS_PER_TOKEN = 4
 
 T = TypeVar("T")
 
+log = structlog.get_logger("pbot_watch.summarize")
+
 
 def litellm() -> ModuleType:
-    """Import litellm the one allowed way."""
+    """Import litellm the one allowed way.
+
+    The first import is logged with how long it took (``litellm_loaded``): seconds of CPU, many
+    more on a loaded machine, before the first request can leave, which is why a first summary
+    may be late; it is also the moment after which a request's lateness is the model's.
+    """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    first = "litellm" not in sys.modules
+    started = time.monotonic()
     import litellm as module  # noqa: PLC0415 - lazily, see the module docstring
 
     module.suppress_debug_info = True
+    if first:
+        log.info("litellm_loaded", seconds=round(time.monotonic() - started, 2))
     return module
 
 

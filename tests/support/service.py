@@ -7,6 +7,7 @@ Everything here works on real files in temporary folders. ``ServiceProcess`` log
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -151,6 +152,33 @@ class ServiceProcess:
             return status if status is not None and check(status) else None
 
         return wait_for(ready, timeout, what, self.log_tail)
+
+    def log_events(self, event: str) -> list[dict[str, Any]]:
+        """The service's JSON log lines of ``event``, oldest first (a line being written is skipped)."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        found = []
+        for line in lines:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and value.get("event") == event:
+                found.append(value)
+        return found
+
+    def wait_log(self, event: str, what: str, timeout: float = DEADLINE) -> dict[str, Any]:
+        """The first log line of ``event``: a wait on what the service reports it did, not on a guess
+        of how long that takes; fails at once if the service exits."""
+
+        def seen() -> dict[str, Any] | None:
+            self.assert_alive()
+            found = self.log_events(event)
+            return found[0] if found else None
+
+        return wait_for(seen, timeout, what, self.log_tail, poll=0.1)
 
     def assert_alive(self) -> None:
         assert self.proc is not None
