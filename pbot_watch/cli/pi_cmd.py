@@ -72,6 +72,7 @@ def pi_install(
     folder. Run it again after upgrading pbot-watch: Pi picks up the new extension at its next
     start or /reload. --sessions and --archive given here are passed to the extension's child.
     """
+    from pbot_watch.installer import did, last_line, would_do  # noqa: PLC0415
     from pbot_watch.pi_bridge import install as pkg  # noqa: PLC0415
 
     serve_args: list[str] = []
@@ -81,21 +82,17 @@ def pi_install(
         serve_args += ["--archive", str(archive.expanduser().absolute())]
     plan = pkg.plan_install(_find_pi(pi_path, dry_run=dry_run), local=local, serve_args=serve_args)
     if dry_run:
-        for name, changed in pkg.changes(plan).items():
-            click.echo(f"would write {plan.folder / name}" + ("" if changed else " (unchanged)"))
-        click.echo(f"would run: {_shell(plan.argv)}")
+        _echo(would_do(plan))
+        config = next(file for file in plan.write if file.path.name == Path(pkg.CONFIG_NAME).name)
         click.echo(f"--- {pkg.CONFIG_NAME}")
-        click.echo(plan.files[pkg.CONFIG_NAME], nl=False)
+        click.echo(config.text, nl=False)
         return
     outcome = pkg.install(plan)
-    for name in outcome.written:
-        click.echo(f"wrote: {plan.folder / name}")
-    if outcome.unchanged:
-        click.echo(f"unchanged: {', '.join(outcome.unchanged)}")
-    click.echo(f"ran: {_shell(plan.argv)}")
+    _echo(did(outcome))
     if outcome.failed:
         raise CommandError(
-            f"`{_shell(plan.argv)}` failed (exit {outcome.returncode}): {_last_line(outcome.output)}",
+            f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
+            f"{last_line(outcome.failed.output)}",
             EXIT_FAILURE,
         )
     where = "this project's .pi/settings.json" if local else "your Pi user settings"
@@ -108,21 +105,19 @@ def pi_install(
 @click.option("--print", "dry_run", is_flag=True, help="Print what would be run and removed; change nothing.")
 def pi_uninstall(pi_path: str | None, *, local: bool, dry_run: bool) -> None:
     """Remove the Pi package from Pi's settings (`pi remove`), and its folder (not with --local)."""
+    from pbot_watch.installer import did, last_line, would_do  # noqa: PLC0415
     from pbot_watch.pi_bridge import install as pkg  # noqa: PLC0415
 
     plan = pkg.plan_uninstall(_find_pi(pi_path, dry_run=dry_run), local=local)
     if dry_run:
-        click.echo(f"would run: {_shell(plan.argv)}")
-        if not local:
-            click.echo(f"would remove {plan.folder}" + ("" if plan.folder.exists() else " (not there)"))
+        _echo(would_do(plan))
         return
     outcome = pkg.uninstall(plan)
-    click.echo(f"ran: {_shell(plan.argv)}" + ("" if outcome.was_installed else " (it was not installed)"))
-    if outcome.removed_folder:
-        click.echo(f"removed: {plan.folder}")
+    _echo(did(outcome))
     if outcome.failed:
         raise CommandError(
-            f"`{_shell(plan.argv)}` failed (exit {outcome.returncode}): {_last_line(outcome.output)}",
+            f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
+            f"{last_line(outcome.failed.output)}",
             EXIT_FAILURE,
         )
 
@@ -141,12 +136,6 @@ def pi_serve(sessions: tuple[Path, ...], archive: Path | None) -> None:
     serve(settings, sys.stdin.buffer, sys.stdout.buffer)
 
 
-def _shell(argv: list[str]) -> str:
-    import shlex  # noqa: PLC0415
-
-    return shlex.join(argv)
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
+def _echo(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)

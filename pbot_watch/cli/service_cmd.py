@@ -13,7 +13,7 @@ from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_FAILURE, EXIT_NOT_RUNNING, CommandError
 from pbot_watch.cli.options import archive_options
 from pbot_watch.config import load_settings
-from pbot_watch.installer import Step
+from pbot_watch.installer import did, first_line, steps_lines, would_do
 from pbot_watch.service import install as svc
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,23 +49,21 @@ def service_group() -> None:
     """Install pbot-watch as a systemd user service or a launchd agent."""
 
 
-def _plan(
+def _unit(
     manager: str | None, sessions: tuple[Path, ...], archive: Path | None, env_file: Path | None
-) -> svc.ServicePlan:
+) -> svc.ServiceUnit:
     run_args: list[str] = []
     for root in sessions:
         run_args += ["--sessions", str(root.expanduser().absolute())]
     if archive is not None:
         run_args += ["--archive", str(archive.expanduser().absolute())]
     configured = env_file or load_settings().env_file
-    return svc.plan(manager or svc.default_manager(), run_args, configured)  # type: ignore[arg-type]
+    return svc.render(manager or svc.default_manager(), run_args, configured)  # type: ignore[arg-type]
 
 
-def _echo_steps(title: str, steps: list[Step]) -> None:
-    if steps:
-        click.echo(title)
-        for step in steps:
-            click.echo(f"  {step.shell()}")
+def _echo(lines: list[str], *, err: bool = False) -> None:
+    for line in lines:
+        click.echo(line, err=err)
 
 
 @service_group.command("install")
@@ -86,33 +84,27 @@ def service_install(
     --sessions and --archive given here are written into the service's command line; other
     settings belong in the config file, which the service reads at start.
     """
-    plan = _plan(manager, sessions, archive, env_file)
+    unit = _unit(manager, sessions, archive, env_file)
     if dry_run:
-        click.echo(plan.content, nl=False)
-        click.echo(f"# would write {plan.path}", err=True)
-        for step in plan.install_steps:
-            click.echo(f"# then run: {step.shell()}", err=True)
+        # stdout is the file itself (to read or redirect); what would happen goes to stderr.
+        click.echo(unit.content, nl=False)
+        _echo([f"# {line}" for line in would_do(svc.install_plan(unit))], err=True)
         return
-    outcome = svc.install(plan)
-    click.echo(f"{'wrote' if outcome.file_changed else 'unchanged'}: {plan.path}")
-    for result in outcome.ran:
-        click.echo(
-            f"ran: {result.step.shell()}" + ("" if result.returncode == 0 else f" (exit {result.returncode})")
-        )
+    outcome = svc.install(unit)
+    _echo(did(outcome))
     if outcome.tool_missing:
         click.echo(f"{outcome.tool_missing} not found: the service file is written but not activated.")
-        _echo_steps("Next steps, where the service manager runs:", outcome.next_steps)
+        _echo(steps_lines("Next steps, where the service manager runs:", outcome.next_steps))
     elif outcome.failed:
-        _echo_steps("Still to do, once the error is fixed:", outcome.next_steps)
+        _echo(steps_lines("Still to do, once the error is fixed:", outcome.next_steps))
         raise CommandError(
             f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
-            f"{_first_line(outcome.failed.output)}; the service file is written to {plan.path}",
+            f"{first_line(outcome.failed.output)}; the service file is written to {unit.path}",
             EXIT_FAILURE,
         )
     else:
         click.echo("pbot-watch service installed and started.")
-    for hint in plan.hints:
-        click.echo(f"hint: {hint}")
+    _echo([f"hint: {hint}" for hint in outcome.plan.hints])
 
 
 @service_group.command("uninstall")
@@ -120,24 +112,19 @@ def service_install(
 @print_option
 def service_uninstall(manager: str | None, *, dry_run: bool) -> None:
     """Stop the service, disable it and remove its file (the archive and state stay)."""
-    plan = _plan(manager, (), None, None)
+    unit = _unit(manager, (), None, None)
     if dry_run:
-        click.echo(f"would remove {plan.path}" + ("" if plan.path.exists() else " (not installed)"))
-        _echo_steps("would run:", plan.uninstall_steps)
+        _echo(would_do(svc.uninstall_plan(unit)))
         return
-    outcome = svc.uninstall(plan)
-    for result in outcome.ran:
-        click.echo(
-            f"ran: {result.step.shell()}" + ("" if result.returncode == 0 else f" (exit {result.returncode})")
-        )
-    click.echo(f"removed: {plan.path}" if outcome.file_changed else f"not installed: {plan.path}")
+    outcome = svc.uninstall(unit)
+    _echo(did(outcome))
     if outcome.tool_missing:
         click.echo(f"{outcome.tool_missing} not found: nothing was stopped.")
-        _echo_steps("Next steps, where the service manager runs:", outcome.next_steps)
+        _echo(steps_lines("Next steps, where the service manager runs:", outcome.next_steps))
     elif outcome.failed:
         raise CommandError(
             f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
-            f"{_first_line(outcome.failed.output)}",
+            f"{first_line(outcome.failed.output)}",
             EXIT_FAILURE,
         )
 
@@ -163,13 +150,13 @@ def service_status(
     would write now (it differs after moving the virtualenv or upgrading pbot-watch).
     --print shows the installed file.
     """
-    plan = _plan(manager, sessions, archive, env_file)
+    unit = _unit(manager, sessions, archive, env_file)
     if dry_run:
-        if not plan.path.exists():
-            raise CommandError(f"not installed: {plan.path}", EXIT_NOT_RUNNING)
-        click.echo(plan.path.read_text(encoding="utf-8"), nl=False)
+        if not unit.path.exists():
+            raise CommandError(f"not installed: {unit.path}", EXIT_NOT_RUNNING)
+        click.echo(unit.path.read_text(encoding="utf-8"), nl=False)
         return
-    info = svc.status(plan)
+    info = svc.status(unit)
     if as_json:
         click.echo(json.dumps({**info.model_dump(mode="json"), "running": info.running}, indent=2))
     else:
@@ -188,7 +175,3 @@ def _file_state(info: svc.ServiceStatus) -> str:
     if not info.installed:
         return "not installed"
     return "current" if info.current else "differs from what `service install` would write now"
-
-
-def _first_line(text: str) -> str:
-    return next((line for line in text.splitlines() if line.strip()), "no output")

@@ -11,8 +11,9 @@ the files in place and every Pi started afterwards (or ``/reload``) runs the new
 that is the one command to update it.
 
 Why a copy and not the wheel's own folder: a wheel's files move with every upgrade and
-virtualenv, while Pi's settings keep the path they were given. Rendering is pure
-(:func:`plan_install`), so ``--print`` shows exactly what would be written and run.
+virtualenv, while Pi's settings keep the path they were given. Planning touches nothing
+(:func:`plan_install`, :func:`plan_uninstall`: the installers' one :class:`Plan`), so
+``--print`` shows exactly what would be written, removed and run.
 """
 
 from __future__ import annotations
@@ -22,13 +23,10 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from pbot_watch import __version__
-from pbot_watch.archive.atomic import ensure_dir
 from pbot_watch.config_paths import APP, xdg_dir
 from pbot_watch.errors import PbotWatchError
-from pbot_watch.installer import read_text, run_command, write_file
+from pbot_watch.installer import Outcome, Plan, PlannedFile, Step, StepResult, run_command, write_changed
 from pbot_watch.launcher import pbot_watch_command
 from pbot_watch.pi_bridge.protocol import BridgeConfig, Pages, ToolDefinition
 
@@ -49,31 +47,6 @@ _NOT_INSTALLED = "No matching package"
 
 class PiNotFound(PbotWatchError):
     """The ``pi`` command cannot be found; the message says where we looked and what to do."""
-
-
-class PiPlan(BaseModel):
-    """Everything an install or uninstall would do: the files and the ``pi`` command."""
-
-    model_config = ConfigDict(frozen=True)
-
-    folder: Path
-    files: dict[str, str]
-    argv: list[str]
-    local: bool
-
-
-class PiOutcome(BaseModel):
-    plan: PiPlan
-    written: list[str] = []
-    unchanged: list[str] = []
-    returncode: int = 0
-    output: str = ""
-    removed_folder: bool = False
-    was_installed: bool = True
-
-    @property
-    def failed(self) -> bool:
-        return self.returncode != 0 and self.was_installed
 
 
 def package_folder() -> Path:
@@ -138,64 +111,73 @@ def bridge_config(serve_args: list[str], executable: str | None = None) -> Bridg
 
 def plan_install(
     pi: str, *, local: bool, serve_args: list[str] | None = None, executable: str | None = None
-) -> PiPlan:
+) -> Plan:
+    """The package's files (with ``pbot-watch.json`` for this pbot-watch), what an older version
+    left at the package's top removed, then ``pi install`` of the folder.
+    """
     folder = package_folder()
     config = bridge_config(list(serve_args or []), executable)
     files = {**shipped_files(), CONFIG_NAME: config.model_dump_json(indent=2) + "\n"}
-    return PiPlan(folder=folder, files=files, argv=[pi, "install", str(folder), *_scope(local)], local=local)
+    return Plan(
+        write=[PlannedFile(path=folder / name, text=text, mode=FILE_MODE) for name, text in files.items()],
+        remove=[folder / name for name in STALE_FILES if (folder / name).exists()],
+        after=[Step(argv=[pi, "install", str(folder), *_scope(local)], why="register the folder with Pi")],
+    )
 
 
-def plan_uninstall(pi: str, *, local: bool) -> PiPlan:
+def plan_uninstall(pi: str, *, local: bool) -> Plan:
+    """``pi remove`` the folder; at user level the folder goes too (other projects may use it with -l)."""
     folder = package_folder()
     # Pi asks for project trust before it edits a project's settings on removal (not on
     # install); the person asked for exactly this edit, so this one run is trusted.
     scope = ["-l", "--approve"] if local else []
-    return PiPlan(folder=folder, files={}, argv=[pi, "remove", str(folder), *scope], local=local)
+    remove = Step(argv=[pi, "remove", str(folder), *scope], why="drop the folder from Pi's settings")
+    return Plan(before=[remove], remove=[] if local else [folder])
 
 
 def _scope(local: bool) -> list[str]:
     return ["-l"] if local else []
 
 
-def changes(plan: PiPlan) -> dict[str, bool]:
-    """For each file of the plan, whether writing it would change the folder."""
-    return {name: read_text(plan.folder / name) != text for name, text in plan.files.items()}
-
-
-def install(plan: PiPlan, cwd: Path | None = None) -> PiOutcome:
+def install(plan: Plan, cwd: Path | None = None) -> Outcome:
     """Write the files that changed, then register the folder with ``pi install``."""
-    ensure_dir(plan.folder)
-    for name in STALE_FILES:
-        (plan.folder / name).unlink(missing_ok=True)
-    written, unchanged = [], []
-    for name, changed in changes(plan).items():
-        if changed:
-            ensure_dir((plan.folder / name).parent)
-            write_file(plan.folder / name, plan.files[name], FILE_MODE)
-            written.append(name)
-        else:
-            unchanged.append(name)
-    code, output = _run(plan.argv, cwd)
-    return PiOutcome(plan=plan, written=written, unchanged=unchanged, returncode=code, output=output)
-
-
-def uninstall(plan: PiPlan, cwd: Path | None = None) -> PiOutcome:
-    """``pi remove`` the folder; at user level, then delete the folder too.
-
-    A project install (``--local``) leaves the folder, which the user-level install and other
-    projects may still use.
-    """
-    code, output = _run(plan.argv, cwd)
-    was_installed = not (code != 0 and _NOT_INSTALLED in output)
-    removed = False
-    if not plan.local and (code == 0 or not was_installed) and plan.folder.is_dir():
-        shutil.rmtree(plan.folder)
-        removed = True
-    return PiOutcome(
-        plan=plan, returncode=code, output=output, removed_folder=removed, was_installed=was_installed
+    for path in plan.remove:
+        path.unlink(missing_ok=True)
+    written, unchanged = write_changed(plan.write)
+    (step,) = plan.after
+    result = _run(step, cwd)
+    return Outcome(
+        plan=plan,
+        written=written,
+        unchanged=unchanged,
+        ran=[result],
+        failed=result if result.returncode != 0 else None,
     )
 
 
-def _run(argv: list[str], cwd: Path | None) -> tuple[int, str]:
-    done = run_command(argv, timeout=PI_TIMEOUT_S, cwd=cwd)
-    return done.returncode, done.output
+def uninstall(plan: Plan, cwd: Path | None = None) -> Outcome:
+    """``pi remove`` the folder; at user level, then delete the folder too.
+
+    A project install (``--local``) leaves the folder, which the user-level install and other
+    projects may still use. ``pi remove`` of a package Pi does not have fails; that is no
+    failure here: it is what uninstalling twice does.
+    """
+    (step,) = plan.before
+    result = _run(step, cwd)
+    was_installed = not (result.returncode != 0 and _NOT_INSTALLED in result.output)
+    if not was_installed:
+        result = result.model_copy(update={"note": "it was not installed"})
+    removed, absent = [], []
+    for folder in plan.remove:
+        if not folder.is_dir():
+            absent.append(folder)
+        elif result.returncode == 0 or not was_installed:
+            shutil.rmtree(folder)
+            removed.append(folder)
+    failed = result if result.returncode != 0 and was_installed else None
+    return Outcome(plan=plan, ran=[result], failed=failed, removed=removed, absent=absent)
+
+
+def _run(step: Step, cwd: Path | None) -> StepResult:
+    done = run_command(step.argv, timeout=PI_TIMEOUT_S, cwd=cwd)
+    return StepResult(step=step, returncode=done.returncode, output=done.output)

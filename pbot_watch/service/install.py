@@ -2,9 +2,10 @@
 
 The files come from the templates in the repository's ``systemd/`` folder, which ships inside
 the package as ``pbot_watch/templates`` (a symlink in the source tree, real files in the wheel).
-Rendering is pure: a :class:`ServicePlan` holds the file's path and text and the commands
-that activate it, so ``--print`` shows exactly what ``install`` would do and tests can check
-the text without a service manager.
+Rendering is pure: a :class:`ServiceUnit` holds the file's path and text and the commands
+around it, and ``install_plan``/``uninstall_plan`` make the installers' one :class:`Plan` of
+it, so ``--print`` shows exactly what ``install`` would do and tests can check the text
+without a service manager.
 
 The service must run the same pbot-watch that installed it, from any working directory and
 without the shell's ``PATH``, so ``ExecStart`` is absolute: the ``pbot-watch`` script beside
@@ -37,7 +38,17 @@ from pydantic import BaseModel, ConfigDict
 from pbot_watch import __version__
 from pbot_watch.config_paths import APP, default_env_file, xdg_dir
 from pbot_watch.errors import PbotWatchError
-from pbot_watch.installer import Step, StepResult, read_text, run_command, run_steps, write_file
+from pbot_watch.installer import (
+    Outcome,
+    Plan,
+    PlannedFile,
+    Step,
+    StepResult,
+    read_text,
+    run_command,
+    run_steps,
+    write_changed,
+)
 from pbot_watch.launcher import pbot_watch_command
 
 Manager = Literal["systemd", "launchd"]
@@ -59,8 +70,8 @@ class ServiceError(PbotWatchError):
     """A service operation that cannot go on; the message says what to do."""
 
 
-class ServicePlan(BaseModel):
-    """Everything ``install`` would do: the file, its text, and the commands around it."""
+class ServiceUnit(BaseModel):
+    """The rendered service: the file, its text, and the commands that install, restart and remove it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -74,17 +85,6 @@ class ServicePlan(BaseModel):
     uninstall_steps: list[Step]
     log_file: Path | None = None
     hints: list[str] = []
-
-
-class Outcome(BaseModel):
-    """What an install or uninstall did, and what is left for the person to do."""
-
-    plan: ServicePlan
-    file_changed: bool
-    ran: list[StepResult] = []
-    next_steps: list[Step] = []
-    tool_missing: str | None = None
-    failed: StepResult | None = None
 
 
 class ServiceStatus(BaseModel):
@@ -205,13 +205,13 @@ def render_launchd(command: list[str], environment: Mapping[str, str], log_file:
     )
 
 
-def plan(
+def render(
     manager: Manager,
     run_args: list[str] | None = None,
     env_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
     executable: str | None = None,
-) -> ServicePlan:
+) -> ServiceUnit:
     """Render the service file and list the commands; touches nothing.
 
     ``env_file`` is the file of API keys; for systemd it defaults to
@@ -224,7 +224,7 @@ def plan(
     if manager == "systemd":
         keys = env_file or default_env_file()
         ctl = ["systemctl", "--user"]
-        return ServicePlan(
+        return ServiceUnit(
             manager=manager,
             path=path,
             content=render_systemd(command, keys, environment),
@@ -255,7 +255,7 @@ def plan(
         environment = {**environment, "PBOT_WATCH_ENV_FILE": os.path.abspath(env_file)}
     domain = f"gui/{os.getuid()}"
     log_file = launchd_log_file()
-    return ServicePlan(
+    return ServiceUnit(
         manager=manager,
         path=path,
         content=render_launchd(command, environment, log_file),
@@ -291,48 +291,57 @@ def _run_steps(steps: list[Step]) -> tuple[list[StepResult], StepResult | None, 
     return run_steps(steps, timeout=COMMAND_TIMEOUT)
 
 
-def install(service: ServicePlan) -> Outcome:
+def install_plan(unit: ServiceUnit) -> Plan:
+    """Write the file, then activate it; a running service is restarted when its file changes."""
+    file = PlannedFile(path=unit.path, text=unit.content, mode=SERVICE_FILE_MODE)
+    previous = read_text(unit.path)
+    restart = unit.restart_steps if previous is not None and previous != unit.content else []
+    return Plan(write=[file], after=[*unit.install_steps, *restart], hints=unit.hints)
+
+
+def uninstall_plan(unit: ServiceUnit) -> Plan:
+    """Stop and disable it, remove the file, then let the manager forget it: nothing is orphaned."""
+    stop, forget = unit.uninstall_steps[:1], unit.uninstall_steps[1:]
+    return Plan(before=stop, remove=[unit.path], after=forget)
+
+
+def _make_dir(folder: Path) -> None:
+    # The service manager's own folder (~/.config/systemd/user): made as the manager makes it.
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def install(unit: ServiceUnit) -> Outcome:
     """Write the file (only if its text changed), then activate it with the service manager."""
-    tool = service.install_steps[0].argv[0]
-    previous = read_text(service.path)
-    changed = previous != service.content
-    if changed:
-        service.path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(service.path, service.content, SERVICE_FILE_MODE)
-    if service.log_file is not None:
-        service.log_file.parent.mkdir(parents=True, exist_ok=True)
-    steps = service.install_steps + (service.restart_steps if changed and previous is not None else [])
+    plan = install_plan(unit)
+    tool = unit.install_steps[0].argv[0]
+    written, unchanged = write_changed(plan.write, _make_dir)
+    if unit.log_file is not None:
+        unit.log_file.parent.mkdir(parents=True, exist_ok=True)
+    done = Outcome(plan=plan, written=written, unchanged=unchanged)
     if shutil.which(tool) is None:
-        return Outcome(plan=service, file_changed=changed, next_steps=steps, tool_missing=tool)
-    ran, failed, left = _run_steps(steps)
-    return Outcome(plan=service, file_changed=changed, ran=ran, failed=failed, next_steps=left)
+        return done.model_copy(update={"next_steps": plan.after, "tool_missing": tool})
+    ran, failed, left = _run_steps(plan.after)
+    return done.model_copy(update={"ran": ran, "failed": failed, "next_steps": left})
 
 
-def uninstall(service: ServicePlan) -> Outcome:
+def uninstall(unit: ServiceUnit) -> Outcome:
     """Stop and disable the service, then remove its file; stopping comes first so nothing is orphaned."""
-    tool = service.uninstall_steps[0].argv[0]
-    existed = service.path.exists()
-    stop, reload_after = service.uninstall_steps[:1], service.uninstall_steps[1:]
+    plan = uninstall_plan(unit)
+    tool = unit.uninstall_steps[0].argv[0]
+    existed = unit.path.exists()
+    gone = Outcome(plan=plan, removed=[unit.path] if existed else [], absent=[] if existed else [unit.path])
     if shutil.which(tool) is None:
-        if existed:
-            service.path.unlink()
-        return Outcome(
-            plan=service, file_changed=existed, next_steps=service.uninstall_steps, tool_missing=tool
-        )
-    ran, failed, left = _run_steps(stop)
-    if existed:
-        service.path.unlink()
-    more, failed_after, left_after = _run_steps(reload_after)
-    return Outcome(
-        plan=service,
-        file_changed=existed,
-        ran=ran + more,
-        failed=failed or failed_after,
-        next_steps=left + left_after,
+        unit.path.unlink(missing_ok=True)
+        return gone.model_copy(update={"next_steps": plan.steps, "tool_missing": tool})
+    ran, failed, left = _run_steps(plan.before)
+    unit.path.unlink(missing_ok=True)
+    more, failed_after, left_after = _run_steps(plan.after)
+    return gone.model_copy(
+        update={"ran": ran + more, "failed": failed or failed_after, "next_steps": left + left_after}
     )
 
 
-def status(service: ServicePlan) -> ServiceStatus:
+def status(service: ServiceUnit) -> ServiceStatus:
     """Is the file there, is it what ``install`` would write now, and what does the manager say."""
     text = read_text(service.path)
     tool = service.install_steps[-1].argv[0]

@@ -182,9 +182,22 @@ class TestSystemdInstall:
         assert result.returncode == 0, result.stderr
         assert "Type=exec" in result.stdout
         assert f"# would write {world.unit}" in result.stderr
-        assert "# then run: systemctl --user enable --now pbot-watch.service" in result.stderr
+        assert "# would run: systemctl --user enable --now pbot-watch.service" in result.stderr
         assert not world.unit.exists()
         assert world.calls() == []
+
+    def test_print_names_the_restart_a_changed_unit_needs(self, world: Env, tmp_path: Path) -> None:
+        """--print says what install would do now: over an installed unit it would change, restart too."""
+        world.add_tool("systemctl")
+        assert world.run("install").returncode == 0
+        same = world.run("install", "--print")
+        assert f"# would write {world.unit} (unchanged)" in same.stderr
+        assert "try-restart" not in same.stderr
+        changed = world.run("install", "--print", "--archive", str(tmp_path / "a"))
+        assert f"# would write {world.unit}\n" in changed.stderr
+        assert changed.stderr.rstrip().endswith(
+            "# would run: systemctl --user try-restart pbot-watch.service"
+        )
 
     def test_missing_systemctl_still_writes_the_unit(self, world: Env) -> None:
         """Without systemctl the unit is written and the next steps are printed; that is not a failure."""
@@ -394,7 +407,7 @@ class TestRendering:
     @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
     def test_systemd_accepts_the_unit(self, tmp_path: Path) -> None:
         """``systemd-analyze verify`` finds nothing to complain about in the rendered unit."""
-        service = svc.plan("systemd", ["--archive", str(tmp_path / "a b")], tmp_path / "k%.env")
+        service = svc.render("systemd", ["--archive", str(tmp_path / "a b")], tmp_path / "k%.env")
         unit = tmp_path / "pbot-watch.service"
         unit.write_text(service.content)
         done = subprocess.run(
