@@ -32,7 +32,16 @@ from typing import Any
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import dumps
-from pbot_watch.memory.extract import EntryLink, MemoryFeed, Source, call_ids, current_leaf_id, path_to_root
+from pbot_watch.memory.extract import (
+    LABEL_CHARS,
+    EntryLink,
+    MemoryFeed,
+    Section,
+    Source,
+    call_ids,
+    current_leaf_id,
+    path_to_root,
+)
 from pbot_watch.memory.texts import (
     PACK_FROM,
     TRAIN_TEXTS,
@@ -49,14 +58,18 @@ from pbot_watch.redact.audit import HeldText
 from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.database import Family, ensure_family
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
+from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 7
+MEMORY_SCHEMA_VERSION = 8
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
 ``mem_files.id``, not by its path, a text is kept once however many sources have it, and
-texts are compressed with zstd and a dictionary, ``mem_dicts``.)"""
+texts are compressed with zstd and a dictionary, ``mem_dicts``; 8: the FTS tables and the
+terms chunks index each distinct text once (keyed by ``mem_texts.rowid``), a text's line count
+and cap live with it, and a source row keeps no session id, no label or sections its kind and
+text give, and an 8-byte digest.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -110,45 +123,52 @@ _SCHEMA = (
   answered INTEGER NOT NULL, -- a result for it was read
   PRIMARY KEY (file, call_id)
 ) WITHOUT ROWID""",
+    # Hundreds of thousands of rows on a heavy user's disk, so nothing another table or the
+    # text gives is repeated here: the session id is the file's, and most labels and sections
+    # are what the kind and the text give (``stored_label``, ``stored_sections``).
     """CREATE TABLE mem_sources(
   rowid INTEGER PRIMARY KEY,
-  file INTEGER NOT NULL,
-  session_id TEXT NOT NULL,
+  file INTEGER NOT NULL,     -- mem_files.id (which has the session id)
   entry_id TEXT NOT NULL,    -- the entry whose presence on the path makes this source visible
   seq INTEGER NOT NULL,
   part INTEGER NOT NULL,     -- several sources can come from one entry (each tool call)
   kind TEXT NOT NULL,
   timestamp TEXT NOT NULL,
-  label TEXT NOT NULL,
-  sections TEXT NOT NULL,    -- JSON list of [title, first, last]
-  line_count INTEGER NOT NULL,
-  capped INTEGER NOT NULL,   -- longer than the indexes see: literal search reads it (texts.py)
+  label TEXT,                -- NULL: the kind and the text shortened (derived_label)
+  sections TEXT,             -- NULL: one section titled by the kind over every line; else JSON [[title, first, last], ...]
   unanswered TEXT,           -- a call delivered alone: its id (a later result replaces this source)
-  digest BLOB NOT NULL,      -- content hash: an unchanged source keeps its row id (stable cursors)
+  digest BLOB NOT NULL,      -- content hash (8 bytes): an unchanged source keeps its row id (stable cursors)
   text INTEGER NOT NULL      -- mem_texts.rowid
 )""",
     "CREATE INDEX mem_sources_by_file ON mem_sources(file, seq, part)",
+    "CREATE INDEX mem_sources_by_text ON mem_sources(text)",
     "CREATE INDEX mem_sources_unanswered ON mem_sources(file, unanswered) WHERE unanswered IS NOT NULL",
-    "CREATE INDEX mem_sources_capped ON mem_sources(capped) WHERE capped",
-    # The text, apart from the rows that scopes and orders read (texts.py says how), once however
-    # many sources have it: a forked or copied session file repeats its parent's entries, and a
-    # tool often prints the same output again. `key` is a hash of the text (a match is compared
-    # whole before it is shared); `refs` counts the sources that have it.
+    # The text once however many sources have it, and what the indexes say of it: a forked or
+    # copied session file repeats its parent's entries, and a tool often prints the same output
+    # again, so a text costs its FTS rows once too (texts.py says what they hold). `key` is a
+    # hash of the text (a match is compared whole before it is shared); `refs` counts the
+    # sources that have it.
     """CREATE TABLE mem_texts(
-  rowid INTEGER PRIMARY KEY, key INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL, packed INTEGER NOT NULL
+  rowid INTEGER PRIMARY KEY,
+  key INTEGER NOT NULL,
+  refs INTEGER NOT NULL,
+  lines INTEGER NOT NULL,    -- its line count
+  capped INTEGER NOT NULL,   -- longer than the indexes see: literal search reads it (texts.py)
+  data BLOB NOT NULL,
+  packed INTEGER NOT NULL
 )""",
     "CREATE INDEX mem_texts_by_key ON mem_texts(key)",
+    "CREATE INDEX mem_texts_capped ON mem_texts(capped) WHERE capped",
     # The zstd dictionaries texts are compressed with (texts.py), trained on the first texts
     # stored; `packed` of a text is the id of its own (ids start at 2). Empty data: none could be
     # trained (the texts went on without one). `hash` names a dictionary in a process's cache.
     "CREATE TABLE mem_dicts(id INTEGER PRIMARY KEY, hash BLOB NOT NULL, data BLOB NOT NULL)",
-    # A terms row: CHUNK_LINES lines of a source from `line`.
-    """CREATE TABLE mem_chunks(
-  rowid INTEGER PRIMARY KEY, source INTEGER NOT NULL, line INTEGER NOT NULL, count INTEGER NOT NULL
-)""",
-    "CREATE INDEX mem_chunks_by_source ON mem_chunks(source)",
-    # Literal: one row per source (rowid = mem_sources.rowid), trigrams without positions, a
-    # candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid = mem_chunks).
+    # A terms row: CHUNK_LINES lines of a text from `line`.
+    "CREATE TABLE mem_chunks(rowid INTEGER PRIMARY KEY, text INTEGER NOT NULL, line INTEGER NOT NULL)",
+    "CREATE INDEX mem_chunks_by_text ON mem_chunks(text)",
+    # Literal: one row per text that is not capped (rowid = mem_texts.rowid), trigrams without
+    # positions, a candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid =
+    # mem_chunks.rowid).
     "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1')",
     "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2')",
     # Each file's current branch (its last entry to the root), kept as entries arrive so that
@@ -193,10 +213,39 @@ def _digests(source: Source, text: str) -> tuple[bytes, int]:
     meta = [source.kind, source.timestamp, source.label, source.seq, source.unanswered]
     meta.append([[s.title, s.first, s.last] for s in source.sections])
     whole = hashlib.blake2b(
-        json.dumps(meta, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=12
+        json.dumps(meta, ensure_ascii=False).encode("utf-8", "surrogatepass"), digest_size=8
     )
     whole.update(text_hash)
     return whole.digest(), int.from_bytes(text_hash[:8], "big", signed=True)
+
+
+def derived_label(kind: str, text: str) -> str:
+    """The label a source of ``kind`` gets from its text alone (a message's, its thinking's): its
+    stored label is ``NULL`` when it is this one (``stored_label``).
+    """
+    return storable(f"{kind} {shorten(text, LABEL_CHARS, flatten=True)}")[0]
+
+
+def stored_label(kind: str, text: str, label: str) -> str | None:
+    """What ``mem_sources.label`` keeps of ``label``: ``None`` when the kind and the text give it."""
+    label = storable(label)[0]
+    # A capped text is never read whole to show a hit (query.py): its label is kept.
+    return None if not capped(text) and label == derived_label(kind, text) else label
+
+
+def stored_sections(kind: str, sections: list[Section], line_count: int) -> str | None:
+    """What ``mem_sources.sections`` keeps: ``None`` for one section titled by the kind over every line."""
+    spans = [[s.title, s.first, s.last] for s in sections]
+    if spans == [[kind, 1, line_count]]:
+        return None
+    return json.dumps(spans, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_sections(kind: str, stored: str | None, line_count: int) -> list[tuple[str, int, int]]:
+    """``stored_sections``'s inverse: ``(title, first line, last line)`` of each section."""
+    if stored is None:
+        return [(kind, 1, line_count)]
+    return [(title, first, last) for title, first, last in json.loads(stored)]
 
 
 @dataclass(frozen=True)
@@ -263,6 +312,10 @@ class _FileWriter:
             self.held = self.conn.execute(limited, (TRAIN_TEXTS,)).fetchone()[0]
         self.next_source = self._next("mem_sources")
         self.next_chunk = self._next("mem_chunks")
+        self.literal: list[tuple[int, str]] = []
+        self.chunks: list[tuple[int, int, int]] = []
+        self.terms: list[tuple[int, str]] = []
+        """The index rows of the texts ``_add`` stored, written at its end (a statement each, not one per text)."""
         self.conn.execute("INSERT OR IGNORE INTO mem_branches(file, length) VALUES (?, 0)", (self.file,))
         self.branch, self.leaf, self.length = self.conn.execute(
             "SELECT id, leaf, length FROM mem_branches WHERE file = ?", (self.file,)
@@ -375,9 +428,6 @@ class _FileWriter:
 
     def _add(self, sources: list[Source]) -> None:
         rows: list[tuple[Any, ...]] = []
-        literal: list[tuple[int, str]] = []
-        chunks: list[tuple[int, int, int, int]] = []
-        terms: list[tuple[int, str]] = []
         visible: list[tuple[int, int, int]] = []
         for source in sources:
             text = "\n".join(source.lines)
@@ -389,43 +439,36 @@ class _FileWriter:
                 (
                     rowid,
                     self.file,
-                    self.session_id,
                     source.entry_id,
                     source.seq,
                     source.part,
                     source.kind,
                     storable(source.timestamp)[0],
-                    storable(source.label)[0],
-                    json.dumps([[s.title, s.first, s.last] for s in source.sections]),
-                    len(source.lines),
-                    int(capped(text)),
+                    stored_label(source.kind, text, source.label),
+                    stored_sections(source.kind, source.sections, len(source.lines)),
                     source.unanswered,
                     digest,
-                    self._text(text, key),
+                    self._text(text, key, source.lines),
                 )
             )
             position = None if self.stale else self._position(source.entry_id)
             if position is not None:
                 visible.append((rowid, self.branch, position))
-            document = literal_document(text)
-            if document is not None:
-                literal.append((rowid, document))
-            for line, count, body in term_chunks(source.lines):
-                chunk, self.next_chunk = self.next_chunk, self.next_chunk + 1
-                chunks.append((chunk, rowid, line, count))
-                terms.append((chunk, body))
         self.conn.executemany(
-            "INSERT INTO mem_sources(rowid, file, session_id, entry_id, seq, part, kind, timestamp, label, "
-            "sections, line_count, capped, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, timestamp, label, "
+            "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
-        self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", literal)
-        self.conn.executemany("INSERT INTO mem_chunks(rowid, source, line, count) VALUES (?,?,?,?)", chunks)
-        self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", terms)
         self.conn.executemany("INSERT INTO mem_visible(rowid, branch, pos) VALUES (?,?,?)", visible)
+        self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
+        self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
+        self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)
+        self.literal, self.chunks, self.terms = [], [], []
 
-    def _text(self, text: str, key: int) -> int:
-        """The ``mem_texts`` row holding ``text``: one that already does (one more source has it), else a new one."""
+    def _text(self, text: str, key: int, lines: list[str]) -> int:
+        """The ``mem_texts`` row holding ``text``: one that already does (one more source has it),
+        else a new one, indexed (its literal row and terms chunks).
+        """
         for rowid, data, packed in self.conn.execute(
             "SELECT rowid, data, packed FROM mem_texts WHERE key = ?", (key,)
         ).fetchall():
@@ -434,14 +477,23 @@ class _FileWriter:
                 return int(rowid)
         data, packed = self.codec.pack(text)
         cursor = self.conn.execute(
-            "INSERT INTO mem_texts(key, refs, data, packed) VALUES (?, 1, ?, ?)", (key, data, packed)
+            "INSERT INTO mem_texts(key, refs, lines, capped, data, packed) VALUES (?, 1, ?, ?, ?, ?)",
+            (key, len(lines), int(capped(text)), data, packed),
         )
-        assert cursor.lastrowid is not None
+        rowid = cursor.lastrowid
+        assert rowid is not None
+        document = literal_document(text)
+        if document is not None:
+            self.literal.append((rowid, document))
+        for line, _count, body in term_chunks(lines):
+            chunk, self.next_chunk = self.next_chunk, self.next_chunk + 1
+            self.chunks.append((chunk, rowid, line))
+            self.terms.append((chunk, body))
         if self.untrained:
             self.held += 1
             if self.held >= TRAIN_TEXTS:
                 self._train()
-        return cursor.lastrowid
+        return rowid
 
     def _train(self) -> None:
         """Once ``TRAIN_TEXTS`` texts are stored: train the dictionary on them, and pack them again with it."""
@@ -691,16 +743,29 @@ def source_bytes(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, bytes
     return {rowid: codec.unpacked_bytes(data, packed) for rowid, data, packed in rows}
 
 
+def text_bytes(conn: sqlite3.Connection, text_ids: list[int]) -> dict[int, bytes]:
+    """``source_bytes`` of ``mem_texts`` rows (at most a few hundred): a literal search confirms each text once."""
+    rows = conn.execute(
+        f"SELECT rowid, data, packed FROM mem_texts WHERE rowid IN ({','.join('?' * len(text_ids))})",
+        text_ids,
+    ).fetchall()
+    codec = text_codec(conn)
+    return {rowid: codec.unpacked_bytes(data, packed) for rowid, data, packed in rows}
+
+
 def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
     """The lines of one stored source, read, inflated and decoded a piece at a time.
 
     For a capped source (a pasted 50 MB log): a query that looks for a line in it, or shows a
     few of its lines, holds a piece and a line, never the whole text or a list of its lines.
     """
-    text, packed = conn.execute(
-        "SELECT t.rowid, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text WHERE s.rowid = ?",
-        (rowid,),
-    ).fetchone()
+    (text,) = conn.execute("SELECT text FROM mem_sources WHERE rowid = ?", (rowid,)).fetchone()
+    return text_lines(conn, text)
+
+
+def text_lines(conn: sqlite3.Connection, text: int) -> Iterator[str]:
+    """``source_lines`` of a ``mem_texts`` row."""
+    (packed,) = conn.execute("SELECT packed FROM mem_texts WHERE rowid = ?", (text,)).fetchone()
     codec = text_codec(conn)
     decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
     carry = ""
@@ -715,37 +780,38 @@ def source_lines(conn: sqlite3.Connection, rowid: int) -> Iterator[str]:
 
 
 def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
-    """Remove one source, taking out of the contentless FTS tables exactly what was put in.
-
-    Its text goes with its last source.
+    """Remove one source; its text goes with its last source, taking out of the contentless FTS
+    tables exactly what was put in.
     """
-    row = conn.execute(
-        "SELECT t.rowid, t.data, t.packed FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text WHERE s.rowid = ?",
-        (rowid,),
-    ).fetchone()
-    if row is not None:
-        text_id, text = row[0], text_codec(conn).unpack(row[1], row[2])
-        document = literal_document(text)
-        if document is not None:
-            conn.execute(
-                "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (rowid, document)
-            )
-        chunks = [
-            chunk
-            for (chunk,) in conn.execute(
-                "SELECT rowid FROM mem_chunks WHERE source = ? ORDER BY line", (rowid,)
-            )
-        ]
-        bodies = [body for _line, _count, body in term_chunks(text.split("\n"))]
-        conn.executemany(
-            "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)",
-            zip(chunks, bodies, strict=True),
-        )
-        conn.execute("UPDATE mem_texts SET refs = refs - 1 WHERE rowid = ?", (text_id,))
-        conn.execute("DELETE FROM mem_texts WHERE rowid = ? AND refs <= 0", (text_id,))
-    conn.execute("DELETE FROM mem_chunks WHERE source = ?", (rowid,))
+    row = conn.execute("SELECT text FROM mem_sources WHERE rowid = ?", (rowid,)).fetchone()
     conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
     conn.execute("DELETE FROM mem_visible WHERE rowid = ?", (rowid,))
+    if row is None:
+        return
+    (text_id,) = row
+    conn.execute("UPDATE mem_texts SET refs = refs - 1 WHERE rowid = ?", (text_id,))
+    gone = conn.execute(
+        "SELECT data, packed FROM mem_texts WHERE rowid = ? AND refs <= 0", (text_id,)
+    ).fetchone()
+    if gone is None:
+        return
+    text = text_codec(conn).unpack(*gone)
+    document = literal_document(text)
+    if document is not None:
+        conn.execute(
+            "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (text_id, document)
+        )
+    chunks = [
+        chunk
+        for (chunk,) in conn.execute("SELECT rowid FROM mem_chunks WHERE text = ? ORDER BY line", (text_id,))
+    ]
+    bodies = [body for _line, _count, body in term_chunks(text.split("\n"))]
+    conn.executemany(
+        "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)",
+        zip(chunks, bodies, strict=True),
+    )
+    conn.execute("DELETE FROM mem_chunks WHERE text = ?", (text_id,))
+    conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (text_id,))
 
 
 def _drop_file(conn: sqlite3.Connection, path: str) -> None:
@@ -875,18 +941,21 @@ def held_memory_texts(conn: sqlite3.Connection) -> Iterator[HeldText]:
     """Every text raw memory holds, for ``pbot-watch secrets scan``: each source's label and
     text, and the compression dictionaries (made of pieces of the texts they were trained on).
 
-    Raw memory as schema 6 and before kept it (zlib, a text per source row) until the next
+    A label the index does not keep is the one the kind and the text give, and is listed as
+    such. Raw memory as schema 6 and before kept it (zlib, a text per source row) until the next
     query or service start rebuilds it: until then it is on disk, so it is listed too.
     """
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if {"mem_sources", "mem_texts", "mem_dicts"} <= tables:
         unpack = text_codec(conn).unpack
         rows = conn.execute(
-            "SELECT f.path, s.session_id, s.entry_id, s.label, t.data, t.packed FROM mem_sources s "
+            "SELECT f.path, f.session_id, s.entry_id, s.kind, s.label, t.data, t.packed FROM mem_sources s "
             "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
         )
-        for path, session_id, entry_id, shown, data, packed in rows:
-            yield HeldText("memory index", path, session_id, entry_id, (shown or "", unpack(data, packed)))
+        for path, session_id, entry_id, kind, shown, data, packed in rows:
+            text = unpack(data, packed)
+            label = shown if shown is not None else derived_label(kind, text)
+            yield HeldText("memory index", path, session_id, entry_id, (label, text))
         for ident, data in conn.execute("SELECT id, data FROM mem_dicts"):
             text = data.decode("utf-8", "replace")
             yield HeldText("memory index", "", "", f"compression dictionary {ident}", (text,))

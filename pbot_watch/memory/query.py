@@ -10,7 +10,6 @@ of a literal search, and every hit is confirmed on the source's exact text here.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Container, Iterable, Iterator
@@ -21,7 +20,15 @@ from typing import Any
 from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_labels
 from pbot_watch.memory.extract import EntryLink, current_leaf_id, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
-from pbot_watch.memory.index import ensure_memory_tables, source_bytes, source_lines, source_texts
+from pbot_watch.memory.index import (
+    derived_label,
+    ensure_memory_tables,
+    read_sections,
+    source_lines,
+    source_texts,
+    text_bytes,
+    text_lines,
+)
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
 from pbot_watch.memory.texts import indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
@@ -121,10 +128,14 @@ class _Row:
         return None
 
 
-_ROW_COLUMNS = "s.rowid, s.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, s.line_count, s.capped"
+_ROW_COLUMNS = (
+    "s.rowid, f.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, t.lines, t.capped"
+)
+_ROW_TABLES = "mem_sources s JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
 
 
 def _row(values: Any) -> _Row:
+    """A row of ``_ROW_COLUMNS``; a label the index does not keep is ``""`` until ``_load`` derives it."""
     rowid, session_id, entry_id, part, kind, timestamp, label, sections, line_count, capped = values
     return _Row(
         rowid,
@@ -133,8 +144,8 @@ def _row(values: Any) -> _Row:
         part,
         kind,
         timestamp,
-        label,
-        [tuple(s) for s in json.loads(sections)],
+        label if label is not None else "",
+        read_sections(kind, sections, line_count),
         line_count,
         bool(capped),
     )
@@ -561,17 +572,23 @@ def _result(
 
 
 def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
-    """Rows of these sources, without their texts."""
+    """Rows of these sources, without their texts but for those whose label the text gives."""
     ids = list(rowids)
     out: dict[int, _Row] = {}
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
+        derived: list[_Row] = []
         for values in index.conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM mem_sources s WHERE s.rowid IN ({marks})", part
+            f"SELECT {_ROW_COLUMNS} FROM {_ROW_TABLES} WHERE s.rowid IN ({marks})", part
         ):
             row = _row(values)
             out[row.rowid] = row
+            if values[6] is None:
+                derived.append(row)
+        for row in _load_texts(index, derived):
+            assert row.text is not None
+            row.label = derived_label(row.kind, row.text)
     return out
 
 
@@ -580,28 +597,18 @@ def _literal_candidates(index: SearchIndex, needle: str, scope: _Scope) -> list[
     conn = index.conn
     if "\n" in needle:
         return []  # a line never holds a newline
-    if len(needle) >= MIN_TRIGRAM_CHARS:
-        # "+rowid": the scope is tested on each match. Offered "rowid IN (...)" itself, FTS5 runs
-        # the whole MATCH once per source in scope: 180 ms instead of 0.4 ms for a common
-        # needle over 4,000 sources (bench/pi_tools.py).
-        found = conn.execute(
-            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? AND {scope.within('+rowid')}",
-            (literal_match(needle),),
-        )
-    elif all(is_cjk(ch) for ch in needle):
-        # A CJK character or pair is itself a token of the terms index.
-        found = conn.execute(
-            "SELECT DISTINCT c.source FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
-            f"WHERE mem_terms MATCH ? AND {scope.within('c.source')}",
-            (fts_quote(needle),),
-        )
-    else:
+    texts, params, _exact = _literal_plan(needle)
+    if texts is None:
         return [
             rowid for (rowid,) in conn.execute(f"SELECT rowid FROM mem_sources WHERE {scope.within('rowid')}")
         ]
-    # A capped source is not (or not wholly) in the indexes: it is always read (texts.py).
-    unindexed = conn.execute(f"SELECT rowid FROM mem_sources WHERE capped AND {scope.within('rowid')}")
-    return sorted({rowid for (rowid,) in found} | {rowid for (rowid,) in unindexed})
+    return [
+        rowid
+        for (rowid,) in conn.execute(
+            f"SELECT rowid FROM mem_sources WHERE text IN ({texts}) AND {scope.within('rowid')} ORDER BY rowid",
+            params,
+        )
+    ]
 
 
 def _lines_with(text: str, needle: str, *, every: bool) -> list[int]:
@@ -627,10 +634,10 @@ def _lines_with(text: str, needle: str, *, every: bool) -> list[int]:
     return found
 
 
-def _streamed_lines_with(index: SearchIndex, rowid: int, needle: str, *, every: bool) -> list[int]:
-    """``_lines_with`` on a stored source read line by line (``source_lines``): for capped ones."""
+def _streamed_lines_with(lines: Iterable[str], needle: str, *, every: bool) -> list[int]:
+    """``_lines_with`` on a stored text read line by line (``source_lines``): for capped ones."""
     found: list[int] = []
-    for number, line in enumerate(source_lines(index.conn, rowid), 1):
+    for number, line in enumerate(lines, 1):
         if needle in line.lower():
             found.append(number)
             if not every:
@@ -661,7 +668,7 @@ def _literal_hits(
     hits: list[tuple[_Row, int | None, float | None]] = []
     for row in rows.values():
         if row.capped:
-            lines = _streamed_lines_with(index, row.rowid, needle, every=per_line)
+            lines = _streamed_lines_with(source_lines(index.conn, row.rowid), needle, every=per_line)
             hits.extend((row, line, None) for line in (lines if per_line else lines[:1]))
     for row in _with_texts(index, [row for row in rows.values() if not row.capped]):
         # Confirm on the exact text (the index stores U+FFFD for lone surrogates, and is a filter).
@@ -688,37 +695,38 @@ _BRANCH_READS = 8
 
 def _in_order(
     index: SearchIndex, scope: _Scope, candidates: str | None, params: tuple[Any, ...]
-) -> list[tuple[int, bool]]:
-    """``(rowid, capped)`` of the sources in scope among ``candidates`` (an SQL query of row ids;
-    ``None``: all), in the order of a literal search's hits: historical first, each group newest first.
+) -> list[tuple[int, int]]:
+    """``(rowid, text)`` of the sources in scope whose text is among ``candidates`` (an SQL query
+    of ``mem_texts`` row ids; ``None``: all), in the order of a literal search's hits: historical
+    first, each group newest first.
 
     Sorted by SQLite and labelled from the places read with them, so a query with 60,000
     candidates makes no Python object per candidate beyond this pair.
     """
-    among = f"s.rowid IN ({candidates}) AND " if candidates is not None else ""
-    groups: tuple[list[tuple[int, bool]], list[tuple[int, bool]]] = ([], [])
+    among = f"s.text IN ({candidates}) AND " if candidates is not None else ""
+    groups: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
     labels = scope.labels
     if isinstance(labels, _KeptLabels):
         placed = index.conn.execute(
-            f"SELECT s.rowid, s.capped, v.branch, v.pos FROM mem_sources s JOIN mem_visible v ON v.rowid = s.rowid "
+            f"SELECT s.rowid, s.text, v.branch, v.pos FROM mem_sources s JOIN mem_visible v ON v.rowid = s.rowid "
             f"WHERE {among}s.rowid <= ? ORDER BY {_NEWEST_FIRST}",
             (*params, scope.snapshot),
         ).fetchall()
-        if len({branch for _rowid, _capped, branch, _pos in placed}) > _BRANCH_READS:
+        if len({branch for _rowid, _text, branch, _pos in placed}) > _BRANCH_READS:
             labels.load_boundaries()
-        for rowid, capped, branch, pos in placed:
-            groups[_CONTEXT_ORDER[labels.place(rowid, branch, pos)]].append((rowid, bool(capped)))
+        for rowid, text, branch, pos in placed:
+            groups[_CONTEXT_ORDER[labels.place(rowid, branch, pos)]].append((rowid, text))
     else:
-        for rowid, capped in index.conn.execute(
-            f"SELECT s.rowid, s.capped FROM mem_sources s WHERE {among}{scope.within('s.rowid')} ORDER BY {_NEWEST_FIRST}",
+        for rowid, text in index.conn.execute(
+            f"SELECT s.rowid, s.text FROM mem_sources s WHERE {among}{scope.within('s.rowid')} ORDER BY {_NEWEST_FIRST}",
             params,
         ):
-            groups[_CONTEXT_ORDER[labels[rowid]]].append((rowid, bool(capped)))
+            groups[_CONTEXT_ORDER[labels[rowid]]].append((rowid, text))
     return groups[0] + groups[1]
 
 
 def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
-    """The candidates of ``needle`` as an SQL query of row ids (``None``: every source), its
+    """The candidate texts of ``needle`` as an SQL query of ``mem_texts`` row ids (``None``: every text), its
     parameters, and whether every candidate that is not capped holds the needle (the index is
     exact for it, so only a page's hits are read).
 
@@ -729,7 +737,7 @@ def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
     run), and CJK has no case. A capped source is only partly indexed, or not at all: it is
     always a candidate, and always read.
     """
-    capped = "SELECT rowid FROM mem_sources WHERE capped"
+    capped = "SELECT rowid FROM mem_texts WHERE capped"
     if len(needle) >= MIN_TRIGRAM_CHARS:
         exact = len(needle) == MIN_TRIGRAM_CHARS and storable(needle)[0] == needle and "\ufffd" not in needle
         return (
@@ -738,7 +746,7 @@ def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
             exact,
         )
     if all(is_cjk(ch) for ch in needle):
-        terms = "SELECT c.source FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid WHERE mem_terms MATCH ?"
+        terms = "SELECT c.text FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid WHERE mem_terms MATCH ?"
         return f"{terms} UNION ALL {capped}", (fts_quote(needle),), True
     return None, (), False
 
@@ -760,19 +768,25 @@ def _holds(raw: bytes, needle: str, encoded: bytes) -> bool:
     return needle in raw.decode("utf-8", "surrogatepass").lower()
 
 
-def _confirmed(index: SearchIndex, needle: str, candidates: list[tuple[int, bool]]) -> Iterator[int]:
-    """The candidates (in their order) whose text holds ``needle``, read ``TEXT_BATCH`` at a time."""
+def _capped_texts(index: SearchIndex) -> set[int]:
+    """The ``mem_texts`` row ids of capped texts (a pasted log: a handful, read by a partial index)."""
+    return {text for (text,) in index.conn.execute("SELECT rowid FROM mem_texts WHERE capped")}
+
+
+def _confirmed(index: SearchIndex, needle: str, texts: Iterable[int], capped: Container[int]) -> set[int]:
+    """The ``texts`` (``mem_texts`` row ids) that hold ``needle``, each read once, ``TEXT_BATCH`` at a time."""
     encoded = needle.encode("utf-8", "surrogatepass")
-    for start in range(0, len(candidates), TEXT_BATCH):
-        batch = candidates[start : start + TEXT_BATCH]
-        indexed = [rowid for rowid, capped in batch if not capped]
-        stored = dict.fromkeys(indexed, False)
-        if indexed:
-            for rowid, raw in source_bytes(index.conn, indexed).items():
-                stored[rowid] = _holds(raw, needle, encoded)
-        for rowid, capped in batch:
-            if stored[rowid] if not capped else _streamed_lines_with(index, rowid, needle, every=False):
-                yield rowid
+    wanted = list(dict.fromkeys(texts))
+    held: set[int] = set()
+    for text in wanted:
+        if text in capped and _streamed_lines_with(text_lines(index.conn, text), needle, every=False):
+            held.add(text)
+    indexed = [text for text in wanted if text not in capped]
+    for start in range(0, len(indexed), TEXT_BATCH):
+        for text, raw in text_bytes(index.conn, indexed[start : start + TEXT_BATCH]).items():
+            if _holds(raw, needle, encoded):
+                held.add(text)
+    return held
 
 
 def _literal_page(
@@ -780,20 +794,22 @@ def _literal_page(
 ) -> tuple[list[tuple[_Row, int | None, float | None]], int]:
     """One page of a literal search's hits (one per source) and their total, reading as few texts as
     the index allows: only the page's when it is exact for ``needle`` (``_literal_plan``), else
-    every candidate's, tested as bytes (``_holds``).
+    every candidate text once, tested as bytes (``_holds``).
     """
     if "\n" in needle:
         return [], 0  # a line never holds a newline
     candidates, params, exact = _literal_plan(needle)
     order = _in_order(index, scope, candidates, params)
+    capped = _capped_texts(index)
     if exact:
-        held = set(_confirmed(index, needle, [(rowid, True) for rowid, capped in order if capped]))
-        hits = [rowid for rowid, capped in order if not capped or rowid in held]
+        held = _confirmed(index, needle, (text for _rowid, text in order if text in capped), capped)
+        hits = [rowid for rowid, text in order if text not in capped or text in held]
         page = _first_lines(index, needle, hits[offset : offset + limit])
         if page is not None:
             return page, len(hits)
         # The index and a text disagree (it cannot, unless damaged): trust the texts, all of them.
-    hits = list(_confirmed(index, needle, order))
+    held = _confirmed(index, needle, (text for _rowid, text in order), capped)
+    hits = [rowid for rowid, text in order if text in held]
     page = _first_lines(index, needle, hits[offset : offset + limit])
     assert page is not None, "confirmed hits hold the needle"
     return page, len(hits)
@@ -809,7 +825,7 @@ def _first_lines(
     for rowid in rowids:
         row = rows[rowid]
         if row.capped:
-            lines = _streamed_lines_with(index, rowid, needle, every=False)
+            lines = _streamed_lines_with(source_lines(index.conn, rowid), needle, every=False)
         else:
             assert row.text is not None
             lines = _lines_with(row.text, needle, every=False)
@@ -828,9 +844,10 @@ def _best_chunks(index: SearchIndex, terms: list[str], scope: _Scope) -> dict[in
     better) and first line, the first such chunk in the index's order when several tie.
     """
     scored: dict[int, tuple[float, int]] = {}
+    # The index has each text once: every source in scope with a matching text has its chunks.
     for source, line, rank in index.conn.execute(
-        "SELECT c.source, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
-        f"WHERE mem_terms MATCH ? AND {scope.within('c.source')}",
+        "SELECT s.rowid, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
+        f"JOIN mem_sources s ON s.text = c.text WHERE mem_terms MATCH ? AND {scope.within('s.rowid')}",
         (fts_any(terms),),
     ):
         score = -rank
@@ -962,14 +979,17 @@ def _find_short(
     A v1 file's handle outlives Pi's rewrite as ``source_rowids`` says, in its short form too.
     """
     rows = index.conn.execute(
-        "SELECT rowid, session_id FROM mem_sources WHERE entry_id = ? AND part = ? ORDER BY rowid",
+        "SELECT s.rowid, f.session_id FROM mem_sources s JOIN mem_files f ON f.id = s.file "
+        "WHERE s.entry_id = ? AND s.part = ? ORDER BY s.rowid",
         (entry_id, part),
     ).fetchall()
     if not rows and _V1_ID.fullmatch(entry_id):
         rows = [
             (rowid, sid)
             for rowid, sid, seq in index.conn.execute(
-                "SELECT rowid, session_id, seq FROM mem_sources WHERE part = ? ORDER BY rowid", (part,)
+                "SELECT s.rowid, f.session_id, s.seq FROM mem_sources s JOIN mem_files f ON f.id = s.file "
+                "WHERE s.part = ? ORDER BY s.rowid",
+                (part,),
             )
             if (within is None or rowid in within) and v1_entry_id(sid, seq) == entry_id
         ]
@@ -985,6 +1005,10 @@ def _find_short(
     raise UnknownHandle(handle)
 
 
+_FILES_OF = "SELECT id FROM mem_files WHERE session_id = ?"
+"""The files of one session (a session id is the file's: sources do not repeat it)."""
+
+
 def source_rowids(conn: sqlite3.Connection, session_id: str, entry_id: str, part: int) -> list[int]:
     """The row ids of the sources a handle's ``(session, entry, part)`` names, oldest first.
 
@@ -997,7 +1021,7 @@ def source_rowids(conn: sqlite3.Connection, session_id: str, entry_id: str, part
     rows = [
         int(rowid)
         for (rowid,) in conn.execute(
-            "SELECT rowid FROM mem_sources WHERE session_id = ? AND entry_id = ? AND part = ? ORDER BY rowid",
+            f"SELECT rowid FROM mem_sources WHERE file IN ({_FILES_OF}) AND entry_id = ? AND part = ? ORDER BY rowid",
             (session_id, entry_id, part),
         )
     ]
@@ -1006,7 +1030,7 @@ def source_rowids(conn: sqlite3.Connection, session_id: str, entry_id: str, part
     return [
         int(rowid)
         for rowid, seq in conn.execute(
-            "SELECT rowid, seq FROM mem_sources WHERE session_id = ? AND part = ? ORDER BY rowid",
+            f"SELECT rowid, seq FROM mem_sources WHERE file IN ({_FILES_OF}) AND part = ? ORDER BY rowid",
             (session_id, part),
         )
         if v1_entry_id(session_id, seq) == entry_id

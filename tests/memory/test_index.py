@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.cli import main
+from pbot_watch.memory.extract import LABEL_CHARS
 from pbot_watch.memory.index import (
     MEMORY_SCHEMA_VERSION,
     MemorySync,
@@ -80,8 +81,8 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
             source_text(conn, rowid),
         )
         for rowid, entry_id, part, kind, timestamp, label, sections, lines, capped, unanswered in conn.execute(
-            "SELECT rowid, entry_id, part, kind, timestamp, label, sections, line_count, capped, unanswered "
-            "FROM mem_sources"
+            "SELECT s.rowid, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, t.lines, t.capped, "
+            "s.unanswered FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text"
         )
     )
     entries = sorted(conn.execute("SELECT seq, entry_id, parent_id, kept FROM mem_entries"))
@@ -90,6 +91,11 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.v_{table} USING fts5vocab(main, {table}, row)")
         vocabulary[table] = sorted(conn.execute(f"SELECT term, doc, cnt FROM temp.v_{table}"))
     return {"sources": sources, "entries": entries, "vocabulary": vocabulary}
+
+
+def index_rows(index: SearchIndex) -> tuple[int, int]:
+    """Terms chunks, and the texts with chunks (every text has at least one)."""
+    return index.conn.execute("SELECT count(*), count(DISTINCT text) FROM mem_chunks").fetchone()  # type: ignore[no-any-return]
 
 
 def busy_session(path: Path, turns: int, output_lines: int = 3) -> PiSession:
@@ -318,6 +324,7 @@ class TestStoredOnce:
         with SearchIndex(tmp_path / "search.db") as index:
             refresh_memory(index, [tmp_path / "sessions"])
             alone = index.conn.execute("SELECT count(*), sum(length(data)) FROM mem_texts").fetchone()
+            chunks = index_rows(index)[0]
             fork = parent.fork("sess-fork")
             fork.user("question 9: a fork of its own", id="u9")
             fork.write(tmp_path / "sessions" / "fork.jsonl")
@@ -325,6 +332,9 @@ class TestStoredOnce:
             texts, stored = index.conn.execute("SELECT count(*), sum(length(data)) FROM mem_texts").fetchone()
             assert texts == alone[0] + 1  # only the fork's own question is a new text
             assert stored < alone[1] + 100
+            assert index_rows(index) == (chunks + 1, texts)  # its index rows once too
+            literal = "SELECT count(*) FROM mem_literal WHERE mem_literal MATCH 'ine 39'"
+            assert index.conn.execute(literal).fetchone()[0] == 4  # one row per text, not per source
             found = search_memory(index, "step 2 output line 39")
             assert {"sess-busy", "sess-fork"} == {hit.session_id for hit in found.hits}
             assert all("step 2 output line 39" in recall(index, hit.handle).text for hit in found.hits)
@@ -339,6 +349,31 @@ class TestStoredOnce:
             refresh_memory(index, [tmp_path / "sessions"])
             assert (0, 0) == index.conn.execute("SELECT count(*), total(refs) FROM mem_texts").fetchone()
 
+    def test_a_label_and_sections_the_text_gives_are_not_stored_and_read_back_the_same(
+        self, tmp_path: Path
+    ) -> None:
+        """A message's label is its kind and its text shortened, its one section its kind over every
+        line: the row keeps neither, and a hit shows what extraction made.
+        """
+        w = PiSession("sess-1", file=tmp_path / "sessions" / "s.jsonl")
+        w.user("why does the build   fail\nwhen the cache is cold " + "word " * 40, id="u1")
+        w.assistant(None, calls=[("c1", "bash", {"command": "make"})], id="a1")
+        w.tool_result("make: *** no rule\nto make target", call_id="c1", name="bash", id="t1")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            stored = dict(
+                index.conn.execute("SELECT entry_id, label IS NULL AND sections IS NULL FROM mem_sources")
+            )
+            assert stored == {"u1": 1, "t1": 0}
+            user = next(h for h in search_memory(index, "cache is cold").hits)
+            assert user.label.startswith("user why does the build fail when the cache is cold word word")
+            assert len(user.label) == len("user ") + LABEL_CHARS and user.label.endswith("…")
+            assert user.section is not None
+            assert (user.section.title, user.section.first_line, user.section.last_line) == ("user", 1, 2)
+            tool = next(h for h in search_memory(index, "no rule").hits)
+            assert tool.label.startswith("toolResult bash(make) → make: *** no rule")
+            assert tool.section is not None and tool.section.title == "result"
+
     def test_a_text_repeated_in_one_session_is_stored_once(self, tmp_path: Path) -> None:
         """The same tool output printed twice is one text; each source still has it."""
         w = PiSession("sess-1", file=tmp_path / "sessions" / "s.jsonl")
@@ -351,6 +386,8 @@ class TestStoredOnce:
             assert 2 == search_memory(index, "budget over limit").total
             shared = index.conn.execute("SELECT count(*) FROM mem_texts WHERE refs > 1").fetchone()[0]
             assert shared >= 1
+            texts = index.conn.execute("SELECT count(*) FROM mem_texts").fetchone()[0]
+            assert index_rows(index)[1] == texts  # the shared output is chunked once
 
 
 class TestCompression:
@@ -409,7 +446,9 @@ class TestHugeMessage:
             refresh_memory(index, [tmp_path / "sessions"])
             assert [1] == [
                 capped
-                for (capped,) in index.conn.execute("SELECT capped FROM mem_sources WHERE entry_id = 'u1'")
+                for (capped,) in index.conn.execute(
+                    "SELECT t.capped FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text WHERE s.entry_id = 'u1'"
+                )
             ]
             assert 2 == search_memory(index, "TAIL MARKER").total
             assert ["u1"] == [h.entry_id for h in search_memory(index, "log record 1 ").hits]
