@@ -101,6 +101,10 @@ class TeamSettings(BaseModel):
         default_factory=list,
         description="globs of the workspaces whose records may be pushed; none by default",
     )
+    raw_memory: bool = Field(
+        False,
+        description="push raw memory too: tool calls and their outputs, messages, thinking (memory search --team)",
+    )
     batch_records: int = Field(200, ge=1, le=10_000, description="records per push transaction")
     retry_seconds: float = Field(
         5, gt=0, description="first wait before pushing again after a failure (doubles)"

@@ -10,6 +10,7 @@ import click
 from pbot_watch.cli import main
 from pbot_watch.cli.answer import answering, emit
 from pbot_watch.cli.options import archive_options, json_option, query_options
+from pbot_watch.cli.team_answer import team_errors, team_option
 from pbot_watch.memory.models import MemorySearchResult, RecallPage
 from pbot_watch.tools.arguments import RecallMemoryArgs, SearchMemoryArgs
 
@@ -26,11 +27,20 @@ def memory_group() -> None:
 @query_options(SearchMemoryArgs)
 @json_option("result")
 @archive_options
+@team_option
 def memory_search_command(
-    args: SearchMemoryArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
+    args: SearchMemoryArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None, team: bool
 ) -> None:
     """Search raw session memory along the current branch; without QUERY, list sources."""
     from pbot_watch.tools import search_memory  # noqa: PLC0415
+
+    if team:
+        from pbot_watch.config import load_settings  # noqa: PLC0415 - keep --help fast
+
+        with team_errors():
+            found = search_memory.ask_team(args, load_settings())
+        emit(found, as_json, render_search)
+        return
 
     def answer(context: QueryContext) -> MemorySearchResult:
         for warning in context.skipped_files:  # a name that is not UTF-8
@@ -47,11 +57,20 @@ def memory_search_command(
 @query_options(RecallMemoryArgs)
 @json_option("page")
 @archive_options
+@team_option
 def recall_command(
-    args: RecallMemoryArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None
+    args: RecallMemoryArgs, as_json: bool, sessions: tuple[Path, ...], archive: Path | None, team: bool
 ) -> None:
     """Whole source lines of a memory HANDLE from a line, and where to continue."""
     from pbot_watch.tools import recall_memory  # noqa: PLC0415
+
+    if team:
+        from pbot_watch.config import load_settings  # noqa: PLC0415 - keep --help fast
+
+        with team_errors():
+            page = recall_memory.ask_team(args, load_settings())
+        emit(page, as_json, render_recall)
+        return
 
     def answer(context: QueryContext) -> RecallPage:
         return recall_memory.answer(args, context)
@@ -81,6 +100,8 @@ def render_search(result: MemorySearchResult) -> None:
         head.append(hit.label)
         head.append(f"  {hit.context}", style="yellow" if hit.context == "historical" else "dim")
         head.append(f"  [{where}]", style="dim")
+        if hit.machine:
+            head.append(f"  {hit.user}@{hit.machine} · {hit.workspace}", style="magenta")
         console.print(head)
         console.print(Text("  handle ", style="dim") + Text(hit.handle))
         body = (

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from pbot_watch.cli import main
 from pbot_watch.cli.errors import CommandError
 from pbot_watch.config import load_settings
+
+if TYPE_CHECKING:
+    from pbot_watch.team.memory_push import MemoryReport
+    from pbot_watch.team.push import TeamPusher
 
 
 @main.group("team")
@@ -70,6 +75,13 @@ def push_command(watch: bool, interval: float) -> None:
                     f"pushed {report.pushed} records, {report.unchanged} unchanged; held back by the "
                     f"redaction gate: {report.held_nodes} texts, {report.held_records} records"
                 )
+                if settings.team.raw_memory:
+                    memory = _push_memory(pusher)
+                    click.echo(
+                        f"raw memory: pushed {memory.pushed} sources of {memory.sessions} sessions, "
+                        f"{memory.removed} removed (off their branch); held back by the redaction gate: "
+                        f"{memory.held} sources"
+                    )
                 return
             attempt = 0
             refreshed = time.monotonic()
@@ -79,6 +91,8 @@ def push_command(watch: bool, interval: float) -> None:
                     attempt = 0
                     if report.pushed:
                         click.echo(f"pushed {report.pushed} records")
+                    if settings.team.raw_memory and (memory := _push_memory(pusher)).pushed:
+                        click.echo(f"pushed {memory.pushed} raw memory sources")
                     time.sleep(interval)
                 except TeamUnavailable as error:
                     wait = backoff(attempt, settings.team.retry_seconds)
@@ -94,28 +108,49 @@ def push_command(watch: bool, interval: float) -> None:
             pusher.close()
 
 
+def _push_memory(pusher: TeamPusher) -> MemoryReport:
+    """Raw memory brought up to date from the session files (as a memory query does), then pushed."""
+    from pbot_watch.query import run_query  # noqa: PLC0415
+
+    return run_query(pusher.settings, lambda query: pusher.push_memory(query.index), memory=True)
+
+
 @team_group.command("status")
 def status_command() -> None:
     """What this machine pushed, what the gate held back, and whether the server answers."""
     with _errors():
+        import psycopg.errors  # noqa: PLC0415
+
         from pbot_watch.team.access import require_enabled, team_connection  # noqa: PLC0415
         from pbot_watch.team.dsn import TeamUnavailable, describe  # noqa: PLC0415
+        from pbot_watch.team.memory_push import MEMORY_SCHEMA  # noqa: PLC0415
         from pbot_watch.team.push import PushLedger  # noqa: PLC0415
+        from pbot_watch.team.schema import applied  # noqa: PLC0415
 
         settings = load_settings()
         dsn = require_enabled(settings)
         ledger = PushLedger(settings.state_dir)
         try:
-            pushed, held = ledger.count(), ledger.held()
+            pushed, held, memory_held = ledger.count(), ledger.held(), ledger.memory_held()
         finally:
             ledger.close()
         click.echo(f"server: {describe(dsn)}")
         click.echo(f"allowed workspaces: {', '.join(settings.team.workspaces) or 'none'}")
         click.echo(f"records pushed from here: {pushed}; texts held back by the redaction gate: {held}")
+        if settings.team.raw_memory:
+            click.echo(f"raw memory: on; sources held back by the redaction gate: {memory_held}")
+        else:
+            click.echo("raw memory: off (team.raw_memory = false): none leaves this machine")
         try:
             with team_connection(settings) as conn:
                 row = conn.execute("SELECT count(*) FROM pbot_records").fetchone()
-            click.echo(f"records in the team index: {row[0] if row else 0}")
+                click.echo(f"records in the team index: {row[0] if row else 0}")
+                if applied(conn) >= MEMORY_SCHEMA:
+                    try:
+                        sources = conn.execute("SELECT count(*) FROM pbot_memory").fetchone()
+                        click.echo(f"raw memory sources in the team index: {sources[0] if sources else 0}")
+                    except psycopg.errors.InsufficientPrivilege:
+                        click.echo("raw memory sources in the team index: not readable by this role")
         except TeamUnavailable as error:
             click.echo(f"server: {error}")
 

@@ -49,6 +49,13 @@ class MemoryHit(JsonShape):
         description="historical: left the model's context at the branch's latest compaction; retained: "
         "still in it (or no compaction). About context, not about truth"
     )
+    machine: str | None = Field(
+        default=None, description="the machine the source came from (team search); else null"
+    )
+    user: str | None = Field(
+        default=None, description="the user whose session it is (team search); else null"
+    )
+    workspace: str | None = Field(default=None, description="the workspace's name (team search); else null")
 
 
 class MemorySearchResult(JsonShape):

@@ -1055,6 +1055,11 @@ def recall(
     within = _walked_scope(index, None, None, _max_rowid(index), pinned)[1].labels if pinned else None
     rowid = _find_handle(index, handle, within)
     row = _load_texts(index, [_load(index, [rowid])[rowid]])[0]
+    return _page(handle, row, from_line, max_chars)
+
+
+def _page(handle: str, row: _Row, from_line: int, max_chars: int) -> RecallPage:
+    """Whole lines of ``row`` (its text loaded) from ``from_line``, about ``max_chars`` of them."""
     total = row.line_count
     if from_line < 1 or from_line > max(total, 1):
         raise BadRange(f"line {from_line} is outside this source (lines 1-{total})")
@@ -1080,3 +1085,106 @@ def recall(
         sections=[MemorySection(title=t, first_line=a, last_line=b) for t, a, b in row.sections],
         next_line=to_line + 1 if to_line < total else None,
     )
+
+
+# ---- for another index of the same sources (the team's) --------------------------------------
+
+
+@dataclass(frozen=True)
+class BranchSource:
+    """A source on its session's current branch, as another index of raw memory copies it.
+
+    ``rowid`` is this index's: an unchanged source keeps it (``index.py``), so a copier can
+    tell what it already has without reading the text again.
+    """
+
+    rowid: int
+    session_id: str
+    entry_id: str
+    part: int
+    kind: str
+    timestamp: str
+    label: str
+    sections: list[tuple[str, int, int]]
+    line_count: int
+    capped: bool
+    context: MemoryContext
+
+
+def branch_sources(index: SearchIndex, session_id: str) -> list[BranchSource]:
+    """The sources on the current branch of each file of ``session_id``, labelled as a search labels them.
+
+    Exactly the sources an unscoped ``search_memory`` of this session finds; empty for a
+    session raw memory does not hold.
+    """
+    ensure_memory_tables(index)
+    try:
+        rowids, scope = _walked_scope(index, session_id, None, _max_rowid(index))
+    except QueryError:
+        return []
+    rows = _load(index, rowids)
+    return [
+        BranchSource(
+            r.rowid,
+            r.session_id,
+            r.entry_id,
+            r.part,
+            r.kind,
+            r.timestamp,
+            r.label,
+            r.sections,
+            r.line_count,
+            r.capped,
+            scope.labels[r.rowid],
+        )
+        for r in (rows[rowid] for rowid in rowids if rowid in rows)
+    ]
+
+
+def memory_hit(
+    source: BranchSource, text: str, query: str, match: MatchMode, score: float | None = None
+) -> MemoryHit:
+    """The hit ``search_memory`` would give for ``source`` (whose whole text is ``text``) and ``query``.
+
+    For a copy of raw memory that found the source by its own index: the same line, snippet
+    and section. A listing (no query) shows the first lines.
+    """
+    row = _Row(
+        source.rowid,
+        source.session_id,
+        source.entry_id,
+        source.part,
+        source.kind,
+        source.timestamp,
+        source.label,
+        source.sections,
+        source.line_count,
+        text=text,
+    )
+    needle = query.strip()
+    line: int | None = None
+    if needle and match == "literal":
+        found = _lines_with(text, needle.lower(), every=False)
+        line = found[0] if found else 1
+    elif needle:
+        line = best_term_line(row, needle, 1)
+    return _hit(row, line, score, source.context)
+
+
+def read_lines(
+    handle: str, source: BranchSource, text: str, from_line: int = 1, max_chars: int = RECALL_CHARS
+) -> RecallPage:
+    """``recall``'s page of ``source``'s text (whole lines from ``from_line``), for a copy of raw memory."""
+    row = _Row(
+        source.rowid,
+        source.session_id,
+        source.entry_id,
+        source.part,
+        source.kind,
+        source.timestamp,
+        source.label,
+        source.sections,
+        source.line_count,
+        text=text,
+    )
+    return _page(handle, row, from_line, max_chars)

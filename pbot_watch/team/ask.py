@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pbot_watch.config import Settings
+from pbot_watch.memory.models import MemorySearchResult, RecallPage
 from pbot_watch.search.models import MatchMode, NodePage, SearchResult
 from pbot_watch.team.dsn import require_driver
 
@@ -39,5 +40,25 @@ def read_team(settings: Settings, node_id: str, **paging: int) -> NodePage:
         from pbot_watch.team.search import team_read  # noqa: PLC0415 - imports psycopg
 
         return team_read(conn, node_id, **paging)
+
+    return ask_team(settings, answer)
+
+
+def search_team_memory(
+    settings: Settings, query: str, match: MatchMode, **filters: Any
+) -> MemorySearchResult:
+    def answer(conn: Any) -> MemorySearchResult:
+        from pbot_watch.team.memory_search import team_memory_search  # noqa: PLC0415 - imports psycopg
+
+        return team_memory_search(conn, query, match, **filters)
+
+    return ask_team(settings, answer)
+
+
+def recall_team(settings: Settings, handle: str, from_line: int) -> RecallPage:
+    def answer(conn: Any) -> RecallPage:
+        from pbot_watch.team.memory_search import team_recall  # noqa: PLC0415 - imports psycopg
+
+        return team_recall(conn, handle, from_line)
 
     return ask_team(settings, answer)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -23,9 +23,15 @@ from pbot_watch.team.dsn import TeamUnavailable, describe
 from pbot_watch.team.gate import secret_gate
 from pbot_watch.team.push import PushReport, TeamPusher, backoff
 
+if TYPE_CHECKING:
+    from pbot_watch.search.index import SearchIndex
+
 log = structlog.get_logger("pbot_watch.team")
 
 CATCH_UP_SECONDS = 30.0
+MEMORY_SECONDS = 1.0
+"""How often raw memory is looked at for new sources (``team.raw_memory``): a look that finds
+nothing costs one read of raw memory's file stamps."""
 BATCH_WAIT_SECONDS = 0.2
 """How long the pusher lets records gather after the first one is queued: one transaction
 for a burst of writes, still well inside the few seconds a team search may lag behind."""
@@ -46,6 +52,8 @@ class TeamListener:
         self._last_push: float | None = None
         self._attempt = 0
         self._held = 0
+        self._memory_pushed = 0
+        self._index: SearchIndex | None = None
         self._thread = threading.Thread(target=self._run, name="pbot-team-push", daemon=True)
         self._thread.start()
 
@@ -65,6 +73,8 @@ class TeamListener:
             "pending": pending,
             "held_back": self._held,
         }
+        if self.settings.team.raw_memory:
+            out["memory_pushed"] = self._memory_pushed
         if self._last_error:
             out["last_error"] = self._last_error
         return out
@@ -90,15 +100,19 @@ class TeamListener:
     def _run(self) -> None:
         from pbot_watch.team.access import local_folders  # noqa: PLC0415 - opens SQLite on this thread
 
-        next_catch_up = 0.0
+        next_catch_up = next_memory = 0.0
         while True:
             with self._wake:
                 if self._stopping:
+                    self._close_index()
                     return
                 wait = max(0.0, next_catch_up - time.monotonic())
+                if self.settings.team.raw_memory:
+                    wait = min(wait, max(0.0, next_memory - time.monotonic()))
                 if not self._queue:
                     self._wake.wait(wait)
                 if self._stopping:
+                    self._close_index()
                     return
             if self._queue:
                 time.sleep(BATCH_WAIT_SECONDS)
@@ -112,6 +126,9 @@ class TeamListener:
                     paths, self._queue = list(self._queue), {}
                 if paths:
                     self._count(self._push(paths))
+                if self.settings.team.raw_memory and time.monotonic() >= next_memory:
+                    self._push_memory()
+                    next_memory = time.monotonic() + MEMORY_SECONDS
                 self._held = self.pusher.ledger().held()
                 self._last_error = None
                 self._last_push = time.monotonic()
@@ -122,6 +139,23 @@ class TeamListener:
             except Exception as error:  # a bug here must not stop the service's other work
                 log.exception("team_push_failed")
                 self._failed(f"team push failed: {error!r}", [])
+
+    def _push_memory(self) -> None:
+        if self._index is None:
+            from pbot_watch.search.index import SearchIndex  # noqa: PLC0415 - opened on this thread
+
+            self._index = SearchIndex(SearchIndex.default_path(self.settings.state_dir))
+        report = self.pusher.push_memory(self._index)
+        self._memory_pushed += report.pushed
+        if report.pushed or report.removed:
+            log.info(
+                "team_memory_pushed", sources=report.pushed, removed=report.removed, held_back=report.held
+            )
+
+    def _close_index(self) -> None:
+        index, self._index = self._index, None
+        if index is not None:
+            index.close()
 
     def _push(self, paths: list[Path]) -> PushReport:
         allowed_folders = {folder for folder, _ in self.pusher.folders}

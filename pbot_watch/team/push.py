@@ -22,18 +22,23 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from pbot_watch.archive.files import read_record
 from pbot_watch.archive.locations import exclusion, folder_workspace
 from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.catalog import HeaderCache
 from pbot_watch.config import Settings
 from pbot_watch.sqlite import connect, execute_script, transaction
 from pbot_watch.team.dsn import TeamUnavailable, scrub
 from pbot_watch.team.rows import Gate, Labels, NodeRow, RecordRows, record_rows
 from pbot_watch.team.schema import applied, latest
+
+if TYPE_CHECKING:
+    from pbot_watch.search.index import SearchIndex
+    from pbot_watch.team.memory_push import MemoryReport
 
 LEDGER_FILE = "team-push.db"
 CONNECT_TIMEOUT = 5
@@ -48,6 +53,14 @@ CREATE TABLE IF NOT EXISTS files(
   path TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER,
   record_id TEXT, hash TEXT, held INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS memory_files(
+  path TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER
+);
+CREATE TABLE IF NOT EXISTS memory_sources(
+  session_id TEXT NOT NULL, entry_id TEXT NOT NULL, part INTEGER NOT NULL,
+  seen TEXT NOT NULL, hash TEXT, context TEXT NOT NULL,
+  PRIMARY KEY (session_id, entry_id, part)
+) WITHOUT ROWID;
 """
 
 
@@ -124,7 +137,8 @@ class PushLedger:
         if row is not None and row[0] == instance:
             return
         with transaction(self.conn):
-            self.conn.execute("DELETE FROM files")
+            for table in ("files", "memory_files", "memory_sources"):
+                self.conn.execute(f"DELETE FROM {table}")
             self.conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('instance', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -160,6 +174,11 @@ class PushLedger:
     def held(self) -> int:
         """Texts (nodes, or whole records for a name) the gate kept home, over all known files."""
         row = self.conn.execute("SELECT coalesce(sum(held), 0) FROM files").fetchone()
+        return int(row[0]) + self.memory_held()
+
+    def memory_held(self) -> int:
+        """Raw-memory sources the gate kept home (``memory_push.py``)."""
+        row = self.conn.execute("SELECT count(*) FROM memory_sources WHERE hash IS NULL").fetchone()
         return int(row[0])
 
     def count(self) -> int:
@@ -178,6 +197,8 @@ class TeamPusher:
     _conn: psycopg.Connection | None = None
     _ledger: PushLedger | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    _headers: HeaderCache = field(default_factory=HeaderCache)
+    """Session files' headers (their workspaces), for raw memory."""
 
     @property
     def pushed_by(self) -> str:
@@ -287,6 +308,17 @@ class TeamPusher:
         """Push every record file that changed since the ledger last saw it."""
         with self._lock:
             return self.push(self.changed_files())
+
+    def push_memory(self, index: SearchIndex) -> MemoryReport:
+        """Push the raw memory ``index`` holds of allowed sessions, what changed since the last
+        push (``memory_push.py``); nothing unless ``team.raw_memory`` is on.
+        """
+        from pbot_watch.team.memory_push import MemoryReport, push_memory  # noqa: PLC0415 - reads raw memory
+
+        if not self.settings.team.raw_memory:
+            return MemoryReport()
+        with self._lock:
+            return push_memory(self, index, self._headers)
 
     def _push_batch(self, batch: list[_Candidate], report: PushReport) -> None:
         ledger = self.ledger()

@@ -113,6 +113,41 @@ MIGRATIONS: tuple[str, ...] = (
       REFERENCING OLD TABLE AS pbot_removed NEW TABLE AS pbot_added
       FOR EACH STATEMENT EXECUTE FUNCTION pbot_tally();
     """,
+    # 3: raw memory (``team.raw_memory``): the sources on each session's current branch, as
+    # the machine's local raw memory holds them (``memory_push.py``). A source is known by the
+    # machine, its session, the entry it is anchored at and its part; ``hash`` is of its
+    # content, so a replay, a restart or a second pusher of the same machine changes nothing.
+    # ``context`` is the local label (historical / retained) and may change without the text.
+    """
+    CREATE TABLE pbot_memory(
+      machine text NOT NULL,
+      session_id text NOT NULL,
+      entry_id text NOT NULL,
+      part integer NOT NULL,
+      os_user text NOT NULL,
+      workspace text NOT NULL,
+      kind text NOT NULL,
+      timestamp text NOT NULL,
+      label text NOT NULL,
+      sections jsonb NOT NULL,
+      line_count integer NOT NULL,
+      context text NOT NULL CHECK (context IN ('historical', 'retained')),
+      capped boolean NOT NULL,
+      text text NOT NULL,
+      text_json text,
+      text_lower text NOT NULL,
+      terms tsvector NOT NULL,
+      hash text NOT NULL,
+      pushed_at timestamptz NOT NULL DEFAULT now(),
+      pushed_by text NOT NULL,
+      PRIMARY KEY (machine, session_id, entry_id, part)
+    );
+    CREATE INDEX pbot_memory_literal ON pbot_memory USING gin (text_lower gin_trgm_ops);
+    CREATE INDEX pbot_memory_terms ON pbot_memory USING gin (terms);
+    CREATE INDEX pbot_memory_order ON pbot_memory((timestamp COLLATE "C") DESC, machine, session_id, entry_id, part);
+    CREATE INDEX pbot_memory_session ON pbot_memory(session_id);
+    CREATE INDEX pbot_memory_capped ON pbot_memory(machine) WHERE capped;
+    """,
 )
 
 

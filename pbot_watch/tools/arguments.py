@@ -182,6 +182,12 @@ class SearchMemoryArgs(ToolArguments):
         le=MAX_MEMORY_PAGE,
         description=f"Hits per page, 1-{MAX_MEMORY_PAGE} (default {MEMORY_PAGE}).",
     )
+    scope: Annotated[Scope, TEAM_SCOPE] = Field(
+        "local",
+        description="local (default): this machine's raw memory; team: the team's shared index (raw memory "
+        "its members push), each hit labelled with the machine, user and workspace it came from; "
+        "in and leaf are local only.",
+    )
 
 
 class RecallMemoryArgs(ToolArguments):
@@ -195,4 +201,7 @@ class RecallMemoryArgs(ToolArguments):
         alias="from",
         ge=1,
         description="First line to return (1-based; default 1): pass the previous nextLine.",
+    )
+    scope: Annotated[Scope, TEAM_SCOPE] = Field(
+        "local", description="local (default): this machine's raw memory; team: a handle from a team search."
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pbot_watch.memory.models import RecallPage
 from pbot_watch.memory.query import RECALL_CHARS, MemoryScope, recall
 from pbot_watch.query import QueryContext, run_query
@@ -9,8 +11,13 @@ from pbot_watch.tools.arguments import RecallMemoryArgs
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, numbered
 
+if TYPE_CHECKING:
+    from pbot_watch.config import Settings
+
 
 def run(args: RecallMemoryArgs, context: ToolContext) -> RecallPage:
+    if args.scope == "team":
+        return ask_team(args, context.settings)
     return run_query(
         context.settings, lambda query: answer(args, query, context.scope), memory=True, scope=context.scope
     )
@@ -19,6 +26,13 @@ def run(args: RecallMemoryArgs, context: ToolContext) -> RecallPage:
 def answer(args: RecallMemoryArgs, query: QueryContext, pinned: MemoryScope | None = None) -> RecallPage:
     """The recall: the one call of the query, for the tool (pinned to its session) and the CLI."""
     return recall(query.index, args.handle, args.from_, pinned=pinned)
+
+
+def ask_team(args: RecallMemoryArgs, settings: Settings) -> RecallPage:
+    """The same recall of a handle from a team memory search (``scope: "team"``, ``recall --team``)."""
+    from pbot_watch.team.ask import recall_team  # noqa: PLC0415 - the driver only for the team
+
+    return recall_team(settings, args.handle, args.from_)
 
 
 def render(page: RecallPage, _args: RecallMemoryArgs) -> str:

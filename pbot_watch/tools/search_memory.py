@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pbot_watch.display import plural
 from pbot_watch.memory.models import MemorySearchResult
 from pbot_watch.memory.query import MemoryScope, search_memory
 from pbot_watch.query import QueryContext, run_query
+from pbot_watch.search.errors import Argument, QueryError
 from pbot_watch.tools.arguments import SearchMemoryArgs
 from pbot_watch.tools.base import Tool, ToolContext
 from pbot_watch.tools.text import MEMORY_NOTE, TEXT_LINE_CHARS, numbered
+
+if TYPE_CHECKING:
+    from pbot_watch.config import Settings
 
 SCOPE_SHOWN = 5
 """Up to this many session ids are named in the text; more are counted."""
@@ -19,6 +25,8 @@ CONTEXT_NOTE = (
 
 
 def run(args: SearchMemoryArgs, context: ToolContext) -> MemorySearchResult:
+    if args.scope == "team":
+        return ask_team(args, context.settings)
     return run_query(
         context.settings, lambda query: answer(args, query, context.scope), memory=True, scope=context.scope
     )
@@ -42,6 +50,20 @@ def answer(
     if query.memory_left:
         result.sessions_not_searched = len(query.memory_left)
     return result
+
+
+def ask_team(args: SearchMemoryArgs, settings: Settings) -> MemorySearchResult:
+    """The same search over the team's raw memory (``scope: "team"``, ``memory search --team``)."""
+    from pbot_watch.team.ask import search_team_memory  # noqa: PLC0415 - the driver only for the team
+
+    for name, value in (("in", args.in_), ("leaf", args.leaf)):
+        if value is not None:
+            raise QueryError(
+                Argument(name), " is for this machine's raw memory only: leave it out with the team scope"
+            )
+    return search_team_memory(
+        settings, args.query or "", args.match, session_id=args.session_id, after=args.after, limit=args.limit
+    )
 
 
 def not_searched_note(result: MemorySearchResult) -> str | None:
@@ -78,6 +100,8 @@ def render(result: MemorySearchResult, args: SearchMemoryArgs) -> str:
             f"[{number}] {hit.label} · {hit.timestamp} · session {hit.session_id} · {plural(hit.total_lines, 'line')}"
             f" · {hit.context}"
         )
+        if hit.machine:
+            lines.append(f"    from: {hit.machine} ({hit.user}), workspace {hit.workspace}")
         lines.append(f"    handle: {hit.handle}")
         first = 1
         if hit.line is not None and hit.snippet_lines is not None:

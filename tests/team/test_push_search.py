@@ -33,7 +33,7 @@ def test_init_push_search_read(machine: TeamSpace) -> None:
         machine, "s-1", [("How do I fix the Flaky cache?", "Clear it and retry."), ("数据库 broke", "修复了")]
     )
     _ok("index")
-    assert "schema version 2 (applied 1, 2)" in _ok("team", "init")
+    assert "schema version 3 (applied 1, 2, 3)" in _ok("team", "init")
     assert "already up to date" in _ok("team", "init")
     assert "pushed 1 records" in _ok("team", "push")
     assert "pushed 0 records" in _ok("team", "push")  # a replay sends nothing
