@@ -190,9 +190,20 @@ class TestListing:
         assert read["properties"]["limit"]["maximum"] == 24000
         assert set(read["properties"]) == {"id", "offset", "limit", "childrenOffset", "scope"}
         memory = tools["search_memory"].input_schema
-        assert set(memory["properties"]) == {"query", "match", "in", "sessionId", "leaf", "after", "limit"}
+        assert set(memory["properties"]) == {
+            "query",
+            "match",
+            "in",
+            "sessionId",
+            "leaf",
+            "after",
+            "limit",
+            "scope",
+        }
+        assert memory["properties"]["scope"]["enum"] == ["local", "team"]
         recall = tools["recall_memory"].input_schema
         assert recall["required"] == ["handle"]
+        assert set(recall["properties"]) == {"handle", "from", "scope"}
         assert recall["properties"]["from"]["minimum"] == 1
 
     def test_descriptions_are_written_for_a_model(self, client: Client) -> None:
