@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
+from pbot_watch.archive.encode import RecordEncoder
 from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
 from pbot_watch.archive.provenance import with_provenance, without_provenance
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.errors import PbotWatchError
-from pbot_watch.history.jstext import dumps_utf8
-from pbot_watch.history.nodes import SessionHistory, index_history
+from pbot_watch.history.nodes import RecordIndexer, SessionHistory
 from pbot_watch.pi.jsonline import Malformed, loads_json
 from pbot_watch.pi.untrusted import unstorable_name
 
@@ -100,6 +100,9 @@ class ArchiveStore:
     """(machine, user) labels for the records this store creates (``archive/provenance.py``)."""
     _folders: dict[Path, _Folder] = field(default_factory=dict)
     _records: OrderedDict[Path, tuple[FileStamp | None, dict[str, Any]]] = field(default_factory=OrderedDict)
+    # Each session's last record as made (``RecordIndexer``): the next append redoes only what it changed.
+    _indexers: OrderedDict[tuple[Path, str], RecordIndexer] = field(default_factory=OrderedDict)
+    _encoder: RecordEncoder = field(default_factory=RecordEncoder)
     _writer: ThreadPoolExecutor | None = None
     _queued: dict[Path, bytes] = field(default_factory=dict)
     _queued_bytes: int = 0
@@ -221,7 +224,7 @@ class ArchiveStore:
         folder = self.folder_for(workspace)
         path = self.find(folder, history.session_id)
         previous = self.load(path) if path is not None else None
-        record = index_history(history, previous)
+        record = self._indexer(folder, history.session_id).index(history, previous)
         if previous is not None:
             extras = {k: v for k, v in previous.items() if k not in record and k not in LEGACY_FIELDS}
             if extras:
@@ -239,19 +242,31 @@ class ArchiveStore:
             if path.exists() and read_record(path) is None:
                 # Something unreadable holds our name: keep it aside rather than overwrite it.
                 path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-        elif previous == record or (
+        elif previous == record:
+            # The same content: remembered as the file's, so the next append starts from it.
+            cached = self._records.get(path)
+            if cached is not None and cached[1] is previous:
+                self._records[path] = (cached[0], record)
+            return "unchanged", path
+        elif self.provenance is not None and without_provenance(previous or {}) == without_provenance(record):
             # Labels alone are no reason to write: pbot drops them when it rewrites a record,
             # and the two would take turns putting them back and taking them out.
-            self.provenance is not None and without_provenance(previous or {}) == without_provenance(record)
-        ):
             return "unchanged", path
         self.write(path, record)
         self._folder_wrote(folder, history.session_id, path)
         return "written", path
 
+    def _indexer(self, folder: Path, session_id: str) -> RecordIndexer:
+        key = (folder, session_id)
+        indexer = self._indexers.pop(key, None) or RecordIndexer()
+        self._indexers[key] = indexer
+        while len(self._indexers) > RECORD_CACHE_SIZE:
+            self._indexers.popitem(last=False)
+        return indexer
+
     def write(self, path: Path, record: dict[str, Any]) -> None:
         """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes."""
-        data = dumps_utf8(record) + b"\n"
+        data = self._encoder.encode(path, record)
         if self._writer is None:
             ensure_dir(path.parent)
             write_atomic(path, data)
@@ -298,6 +313,7 @@ class ArchiveStore:
     def _failed(self, path: Path, error: OSError) -> None:
         self._failures[path] = error
         self._records.pop(path, None)
+        self._encoder.forget(path)
 
     @contextmanager
     def batch(self, workers: int = 16) -> Iterator[dict[Path, OSError]]:
@@ -345,3 +361,5 @@ class ArchiveStore:
     def forget_cached(self) -> None:
         """Drop parsed records from memory (the service calls this when it trims its state)."""
         self._records.clear()
+        self._indexers.clear()
+        self._encoder.forget()

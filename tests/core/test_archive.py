@@ -207,3 +207,66 @@ class TestAtomicWrite:
         write_atomic(target, b"new")
         assert "new" == target.read_text()
         assert 0o600 == mode(target)
+
+
+class TestGrowingRecord:
+    """A record written again after each append: only what changed is redone, the bytes are the same."""
+
+    def test_each_write_is_the_whole_record_as_json_would_write_it(self, tmp_path: Path) -> None:
+        """Central archive (workspace field), provenance, non-ASCII text, /tree branches:
+        every write after an append holds the bytes ``dumps_utf8`` gives for the same record."""
+        from pbot_watch.history.jstext import dumps_utf8
+        from pbot_watch.history.project import SessionFile
+
+        store = ArchiveStore(central=tmp_path / "archive", provenance=("laptop", "ana"))
+        b = PiSession(session_id=SESSION)
+        answers = [b.turn(f"q{i} 😀 中文", f"a{i}")[1] for i in range(9)]
+        state = SessionFile()
+        fed = 0
+        reused: list[int] = []
+        for step in range(12):
+            if step == 5:
+                b.branch_at(answers[3])
+            b.turn(f"more {step}", f"answer {step}")
+            data = b.data()
+            state.feed(data[fed:])
+            fed = len(data)
+            found = state.history()
+            assert found is not None
+            outcome, path = store.save(found, str(tmp_path / "ws"))
+            assert outcome == "written"
+            written = path.read_bytes()
+            assert written == dumps_utf8(json.loads(written)) + b"\n"
+            assert json.loads(written)["workspace"] == str(tmp_path / "ws")
+            reused.append(store._encoder.reused)
+        assert reused[0] == 0
+        assert min(reused[1:]) > 0
+
+    def test_a_record_changed_by_another_tool_is_the_start_of_the_next_write(self, tmp_path: Path) -> None:
+        """A summary written into the file meanwhile (the summarizer, pbot) is kept by the next write."""
+        store = ArchiveStore()
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        _, path = store.save(history(8), str(workspace))
+        record = json.loads(path.read_text())
+        summary = next(n for n in record["nodes"] if n["kind"] == "summary")
+        summary.update(text="what happened", ready=True)
+        write_atomic(path, json.dumps(record).encode())
+        os.utime(path, ns=(1, 1))  # another stamp, whatever the clock's resolution
+        store.save(history(9), str(workspace))
+        after = {n["id"]: n for n in json.loads(path.read_text())["nodes"]}
+        assert after[summary["id"]]["text"] == "what happened"
+
+    def test_lone_surrogates_are_escaped_as_in_a_whole_encoding(self, tmp_path: Path) -> None:
+        """A node text cut through an emoji: the kept piece holds JSON's escape, like the whole record."""
+        from pbot_watch.archive.encode import RecordEncoder
+        from pbot_watch.history.jstext import dumps_utf8
+
+        node = {"id": "rec:0:a", "text": "cut \ud83d"}
+        record = {"id": "rec", "name": "n \udc00", "nodes": [node, {"id": "rec", "text": ""}]}
+        encoder = RecordEncoder()
+        path = tmp_path / "rec.json"
+        assert encoder.encode(path, record) == dumps_utf8(record) + b"\n"
+        grown = {**record, "nodes": [node, {"id": "rec:0:b", "text": "more"}, {"id": "rec", "text": ""}]}
+        assert encoder.encode(path, grown) == dumps_utf8(grown) + b"\n"
+        assert encoder.reused == 2  # the same node object, and an equal one

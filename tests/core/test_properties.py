@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pbot_watch.history.jstext import dumps
-from pbot_watch.history.nodes import index_history
+from pbot_watch.history.nodes import RecordIndexer, index_history
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.record import HistoryRecord
 from tests.support.pi_sessions import PiSession, session_builders
@@ -155,3 +155,135 @@ class TestRoundTrip:
         model = HistoryRecord.model_validate_json(text)
         assert json.loads(text) == json.loads(model.model_dump_json(by_alias=True))
         assert text == dumps(model.model_dump(by_alias=True, mode="json"))
+
+
+# ---- the incremental record (history/nodes.py RecordIndexer) ------------------------------------
+OPERATIONS = st.lists(
+    st.sampled_from(("turn", "turn", "turn", "tool", "open", "tree", "compaction", "name", "aborted")),
+    min_size=8,
+    max_size=80,
+)
+
+
+def grown(operations: list[str], rng_picks: list[int]) -> tuple[bytes, list[int]]:
+    """A session written by ``operations`` (turns, tool turns, ``/tree`` moves, compactions,
+    renames), and the byte offsets after each one: where an append may end."""
+    b = PiSession()
+    offsets: list[int] = []
+    answers: list[str] = []
+    for n, operation in enumerate(operations):
+        pick = rng_picks[n % len(rng_picks)] if rng_picks else 0
+        if operation == "turn":
+            answers.append(b.turn(f"q{n}", f"a{n}")[1])
+        elif operation == "tool":
+            b.user(f"run {n}")
+            b.assistant("calling", "toolUse", tool=True)
+            b.tool_result(f"out {n}")
+            answers.append(b.assistant(f"done {n}"))
+        elif operation == "open":
+            b.user(f"still thinking {n}")
+        elif operation == "aborted":
+            b.user(f"stop {n}")
+            b.assistant("half", "aborted")
+        elif operation == "tree" and answers:
+            target = answers[pick % len(answers)]
+            b.branch_at(target)
+            b.branch_summary(target)
+        elif operation == "compaction" and answers:
+            b.compaction(answers[pick % len(answers)])
+        elif operation == "name":
+            b.info(f"name {n}")
+        offsets.append(len(b.data()))
+    return b.data(), offsets
+
+
+def summarized(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as the summarizer leaves it on disk: read back, every summary written."""
+    copy = json.loads(json.dumps(record))
+    for node in copy["nodes"]:
+        if node["kind"] == "summary":
+            node.update(text=f"summary {node['id']}", ready=True, summarizer="offline")
+    return copy
+
+
+class TestIncrementalRecord:
+    @settings(SETTINGS, max_examples=200)
+    @given(
+        operations=OPERATIONS,
+        picks=st.lists(st.integers(min_value=0, max_value=1000), max_size=20),
+        appends=st.lists(st.integers(min_value=0), min_size=4, max_size=20),
+        summarize=st.lists(st.booleans(), max_size=12),
+    )
+    def test_appends_equal_a_full_rebuild(
+        self, operations: list[str], picks: list[int], appends: list[int], summarize: list[bool]
+    ) -> None:
+        """Fed appends of random size (turns, tool turns, /tree moves, compactions, renames), the
+        indexer that keeps its last record gives at every step what ``index_history`` gives; a
+        record changed by someone else (the summarizer) in between is indexed in full, and right."""
+        data, offsets = grown(operations, picks)
+        cuts = sorted({offsets[a % len(offsets)] for a in appends} | {len(data)})
+        state = SessionFile()
+        indexer = RecordIndexer()
+        previous: dict[str, Any] = {"id": "rec", "nodes": []}
+        start = 0
+        for step, cut in enumerate(cuts):
+            state.feed(data[start:cut])
+            start = cut
+            history = state.history()
+            if history is None:
+                continue
+            if step < len(summarize) and summarize[step]:
+                previous = summarized(previous)
+            expected = index_history(history, json.loads(json.dumps(previous)))
+            previous = indexer.index(history, previous)
+            assert json.dumps(expected) == json.dumps(previous)
+
+    @SETTINGS
+    @given(
+        builder=session_builders(max_entries=60, odd=True),
+        cuts=st.lists(st.integers(min_value=0), max_size=12),
+    )
+    def test_odd_files_grown_line_by_line_equal_a_full_rebuild(
+        self, builder: PiSession, cuts: list[int]
+    ) -> None:
+        """Branches, new roots, orphans, duplicate ids and odd links, appended a few lines at a
+        time: the kept trunk and last branch never give another record than a full rebuild."""
+        lines = builder.data().splitlines(keepends=True)
+        state = SessionFile()
+        indexer = RecordIndexer()
+        previous: dict[str, Any] = {"id": "rec", "nodes": []}
+        start = 0
+        for cut in [*sorted({c % (len(lines) + 1) for c in cuts}), len(lines)]:
+            state.feed(b"".join(lines[start:cut]))
+            start = cut
+            history = state.history()
+            if history is None:
+                continue
+            expected = index_history(history, json.loads(json.dumps(previous)))
+            previous = indexer.index(history, previous)
+            assert json.dumps(expected) == json.dumps(previous)
+
+    def test_an_append_to_the_current_branch_keeps_the_rest(self) -> None:
+        """The cheap path is taken: an append to the last branch keeps the trunk and the exchanges before it."""
+        b = PiSession()
+        answers = [b.turn(f"q{i}", f"a{i}")[1] for i in range(30)]
+        b.branch_at(answers[10])
+        for i in range(20):
+            b.turn(f"r{i}", f"b{i}")
+        state = SessionFile()
+        state.feed(b.data())
+        indexer = RecordIndexer()
+        history = state.history()
+        assert history is not None
+        first = indexer.index(history, None)
+        assert indexer.reused == -1
+        size = len(b.data())
+        b.turn("later", "yes")
+        state.feed(b.data()[size:])
+        history = state.history()
+        assert history is not None
+        second = indexer.index(history, first)
+        assert indexer.reused == 20 + 11
+        assert json.dumps(second) == json.dumps(index_history(history, json.loads(json.dumps(first))))
+        kept = {id(n) for n in first["nodes"]}
+        assert sum(id(n) in kept for n in second["nodes"]) > len(first["nodes"]) * 3 // 4
