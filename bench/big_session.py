@@ -7,7 +7,8 @@ small second session, then runs each part of ``--parts`` on it:
 
 * ``service``: ``pbot-watch run`` on both sessions. Turns appended to the big session as Pi
   appends them (user, tool call, tool output, answer), each one timed from its last write to
-  its answer being in the session's record on disk: p50/p95 with the big session alone, then
+  its answer being in the session's record on disk and then in the search index (append ->
+  record, append -> searchable): p50/p95 with the big session alone, then
   alternating with appends to the small one (two sessions active, the big one over the
   service's parsed-state budget), then the first append after a restart (a session the
   service does not hold in memory). For each, the bytes the service parsed per append (its
@@ -44,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from first_run import load_average, parsed_bytes, print_figures, sizes_mb  # noqa: E402
+from first_run import _count, load_average, parsed_bytes, print_figures, sizes_mb  # noqa: E402
 from index_throughput import Corpus, generate  # noqa: E402
 
 from pbot_watch.history.nodes import new_record_id  # noqa: E402
@@ -158,15 +159,24 @@ def until_in_record(record: Path, token: bytes, timeout: float = RECORD_TIMEOUT_
     return None
 
 
-def percentiles(samples: list[float]) -> dict[str, float | None]:
+def until_searchable(db: Path, token: str, timeout: float = RECORD_TIMEOUT_S) -> float | None:
+    """Seconds until the history index finds ``token`` (its literal table), ``None`` after ``timeout``."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if _count(db, "SELECT count(*) FROM nodes_literal WHERE nodes_literal MATCH ?", f'"{token}"'):
+            return time.perf_counter() - start
+        time.sleep(POLL_S)
+    return None
+
+
+def percentiles(samples: list[float], unit: str = "s") -> dict[str, float | None]:
+    names = [f"p50 {unit}", f"p95 {unit}", f"max {unit}"]
     if not samples:
-        return {"p50 s": None, "p95 s": None, "max s": None}
+        return dict.fromkeys(names)
     p95 = statistics.quantiles(samples, n=100, method="inclusive")[94] if len(samples) > 1 else samples[0]
-    return {
-        "p50 s": round(statistics.median(samples), 3),
-        "p95 s": round(p95, 3),
-        "max s": round(max(samples), 3),
-    }
+    return dict(
+        zip(names, (round(v, 3) for v in (statistics.median(samples), p95, max(samples))), strict=True)
+    )
 
 
 # ---- the service part ------------------------------------------------------------------------------
@@ -228,6 +238,8 @@ class Appends:
     seconds: list[float]
     appended: list[int]
     parsed: list[int]
+    searchable: list[float] = field(default_factory=list)
+    """Seconds from the append to the history index finding it."""
     missing: int = 0
     cpu: float = 0.0
     """The service's CPU seconds over the whole run of appends (the second session's included)."""
@@ -236,6 +248,7 @@ class Appends:
         return {
             "appends": len(self.appended),
             **percentiles(self.seconds),
+            **percentiles(self.searchable, "s searchable"),
             "missing": self.missing,
             "service CPU s per append": round(self.cpu / len(self.appended), 3) if self.appended else None,
             "appended bytes per append": round(statistics.median(self.appended)) if self.appended else None,
@@ -267,6 +280,9 @@ def timed_appends(
             out.missing += 1
             continue
         out.seconds.append(took)
+        found = until_searchable(service.state_dir / "search.db", token)
+        if found is not None:
+            out.searchable.append(took + found)
         parsed = service.parsed(before)
         if parsed is not None:
             out.parsed.append(parsed)

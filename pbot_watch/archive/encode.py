@@ -35,17 +35,21 @@ class RecordEncoder:
     _total: int = 0
     reused: int = 0
     """Nodes whose JSON the last ``encode`` took from the last write (for tests and benchmarks)."""
+    changed: frozenset[str] | None = None
+    """Ids of the nodes the last ``encode`` did not find as they were (``None``: nothing was kept)."""
 
     def encode(self, path: Path, record: dict[str, Any]) -> bytes:
         """The record's line (``dumps_utf8`` and a newline), reusing the JSON of the nodes ``path`` had."""
         nodes = record.get("nodes")
         if not isinstance(nodes, list):
             return dumps_utf8(record) + b"\n"
-        before, size = self._kept.pop(path, ({}, 0))
+        kept = self._kept.pop(path, None)
+        before, size = kept if kept is not None else ({}, 0)
         self._total -= size
         pieces: Pieces = {}
         parts: list[bytes] = []
         reused = 0
+        changed: set[str] = set()
         for node in nodes:
             key = node.get("id") if isinstance(node, dict) else None
             known = before.get(key) if isinstance(key, str) else None
@@ -54,10 +58,13 @@ class RecordEncoder:
                 reused += 1
             else:
                 data = dumps_utf8(node)
+                if isinstance(key, str):
+                    changed.add(key)
             if isinstance(key, str):
                 pieces[key] = (node, data)
             parts.append(data)
         self.reused = reused
+        self.changed = frozenset(changed) if kept is not None else None
         body = b"[" + b",".join(parts) + b"]"
         fields = [
             dumps_utf8(key) + b":" + (body if key == "nodes" else dumps_utf8(value))

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.encode import RecordEncoder
+from pbot_watch.archive.fresh import FreshRecords, Written
 from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
 from pbot_watch.archive.provenance import with_provenance, without_provenance
 from pbot_watch.archive.stamp import FileStamp, file_stamp
@@ -103,6 +104,11 @@ class ArchiveStore:
     # Each session's last record as made (``RecordIndexer``): the next append redoes only what it changed.
     _indexers: OrderedDict[tuple[Path, str], RecordIndexer] = field(default_factory=OrderedDict)
     _encoder: RecordEncoder = field(default_factory=RecordEncoder)
+    fresh: FreshRecords | None = None
+    """Where each write is handed, with what changed, to whoever indexes records (``archive/fresh.py``)."""
+    # The stamp of our last write of each record, and what a queued write changed since it.
+    _written: dict[Path, FileStamp] = field(default_factory=dict)
+    _queued_changes: dict[Path, frozenset[str] | None] = field(default_factory=dict)
     _writer: ThreadPoolExecutor | None = None
     _queued: dict[Path, bytes] = field(default_factory=dict)
     _queued_bytes: int = 0
@@ -267,22 +273,44 @@ class ArchiveStore:
     def write(self, path: Path, record: dict[str, Any]) -> None:
         """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes."""
         data = self._encoder.encode(path, record)
+        changed = self._encoder.changed
         if self._writer is None:
             ensure_dir(path.parent)
-            write_atomic(path, data)
+            try:
+                write_atomic(path, data)
+            except OSError:
+                self._written.pop(path, None)
+                self._encoder.forget(path)
+                raise
             self._remember(path, file_stamp(path), record)
+            self._hand_over(path, record, changed)
             return
         if not self._queued:
             self._queued_since = time.monotonic()
-        self._queued[path] = data  # a later write of the same path replaces the earlier one
+        if path in self._queued:  # a later write of the same path replaces the earlier one
+            earlier = self._queued_changes.get(path)
+            changed = None if earlier is None or changed is None else earlier | changed
+        self._queued[path] = data
+        self._queued_changes[path] = changed
         self._queued_bytes += len(data)
         self._remember(path, None, record)
         if self._queued_bytes > BATCH_BYTES or time.monotonic() - self._queued_since >= BATCH_SECONDS:
             self._flush()
 
+    def _hand_over(self, path: Path, record: dict[str, Any], changed: frozenset[str] | None) -> None:
+        """Remember the stamp of what was just written at ``path``; tell ``fresh`` what changed."""
+        stamp = file_stamp(path)
+        base = self._written.pop(path, None)
+        if stamp is None:
+            return
+        self._written[path] = stamp
+        if self.fresh is not None:
+            self.fresh.put(path, Written(record, stamp, base, changed if base is not None else None))
+
     def _flush(self) -> None:
         """Write every queued record at once: many fsyncs in flight let the file system group them."""
         queued, self._queued, self._queued_bytes = self._queued, {}, 0
+        changes, self._queued_changes = self._queued_changes, {}
         assert self._writer is not None
         folders = {path.parent for path in queued}
         for folder in sorted(folders - self._dirty_folders):
@@ -309,10 +337,12 @@ class ArchiveStore:
                 cached = self._records.get(path)
                 if cached is not None and cached[0] is None:
                     self._records[path] = (file_stamp(path), cached[1])
+                    self._hand_over(path, cached[1], changes.get(path))
 
     def _failed(self, path: Path, error: OSError) -> None:
         self._failures[path] = error
         self._records.pop(path, None)
+        self._written.pop(path, None)
         self._encoder.forget(path)
 
     @contextmanager
@@ -332,6 +362,7 @@ class ArchiveStore:
             writer, self._writer = self._writer, None
             writer.shutdown(wait=True)
             self._queued, self._queued_bytes = {}, 0
+            self._queued_changes = {}
             self._checked.clear()
             for folder in sorted(self._dirty_folders):
                 try:

@@ -10,6 +10,7 @@ the summary engine an ``IdleWorker`` and a ``"summaries"`` status provider, the 
 
 from __future__ import annotations
 
+from pbot_watch.archive.fresh import FreshRecords
 from pbot_watch.memory.listener import MemoryFollower
 from pbot_watch.search.listener import SearchListener
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
@@ -19,8 +20,10 @@ def build_extensions(context: ServiceContext) -> Extensions:
     settings = context.settings
     extensions = Extensions()
 
-    # Search: keep the derived index current as records are written (search/listener.py).
-    extensions.listeners.append(SearchListener(settings.state_dir))
+    # Search: keep the derived index current as records are written (search/listener.py),
+    # from the writes the service hands over with what changed in them (archive/fresh.py).
+    context.fresh = FreshRecords()
+    extensions.listeners.append(SearchListener(settings.state_dir, context.fresh))
     # Raw memory: built and kept from the entries the service parses (memory/listener.py).
     memory = MemoryFollower(settings.state_dir)
     extensions.followers.append(memory)

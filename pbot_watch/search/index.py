@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from pbot_watch.archive.files import read_record
+from pbot_watch.archive.fresh import Written
 from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import locale_key, to_well_formed, utf16_slice
@@ -402,18 +403,46 @@ class SearchIndex:
         folder's known workspace apply. Returns whether anything changed.
         """
         with self.transaction():
-            folder = path.parent
-            row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(folder),)).fetchone()
-            if workspace is None and row is not None:
-                workspace = row[0]
-            if workspace is None:
-                workspace = folder_workspace(folder)
-            if row is None:
-                self.conn.execute(
-                    "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1)",
-                    (str(folder), workspace),
-                )
-            return self._update_record(path, RecordFolder(folder, workspace))
+            return self._update_record(path, self._record_folder(path, workspace))
+
+    def update_written(self, path: Path, written: Written, workspace: str | None = None) -> bool:
+        """``update_record`` for a record this process just wrote, from ``written`` (``archive/fresh.py``).
+
+        The file is not read: while it is still as written (same stamp), ``written.record`` is
+        its content. When the index holds the file as it was at ``written.base``, only the
+        nodes ``written.changed`` names are compared and rewritten (and the others' positions
+        kept); otherwise every node is, from the record in memory. A file changed since (by
+        another tool) is read as ``update_record`` reads it.
+        """
+        with self.transaction():
+            folder = self._record_folder(path, workspace)
+            st = _stat(path)
+            if st is None or FileStamp.of(st) != written.stamp:
+                return self._update_record(path, folder)
+            row = self.conn.execute(
+                "SELECT rowid, ino, size, mtime_ns FROM records WHERE path = ?", (str(path),)
+            ).fetchone()
+            if row is not None and tuple(row[1:]) == written.stamp:
+                return False
+            held = FileStamp(*row[1:]) if row is not None else None
+            only = written.changed if held is not None and held == written.base else None
+            self._store_record(path, folder, written.record, st, row, only)
+            return True
+
+    def _record_folder(self, path: Path, workspace: str | None) -> RecordFolder:
+        """The known folder of record ``path`` (made known now if it was not), with its workspace."""
+        folder = path.parent
+        row = self.conn.execute("SELECT workspace FROM folders WHERE path = ?", (str(folder),)).fetchone()
+        if workspace is None and row is not None:
+            workspace = row[0]
+        if workspace is None:
+            workspace = folder_workspace(folder)
+        if row is None:
+            self.conn.execute(
+                "INSERT INTO folders(path, workspace, mtime_ns) VALUES (?, ?, -1)",
+                (str(folder), workspace),
+            )
+        return RecordFolder(folder, workspace)
 
     def _update_record(self, path: Path, folder: RecordFolder) -> bool:
         st = _stat(path)
@@ -432,6 +461,19 @@ class SearchIndex:
             # Torn or foreign: keep what we had (a later write will bring the new content).
             self._unreadable.append(f"{path}: not a readable history record; skipped")
             return False
+        self._store_record(path, folder, record, st, row)
+        return True
+
+    def _store_record(
+        self,
+        path: Path,
+        folder: RecordFolder,
+        record: dict[str, Any],
+        st: os.stat_result,
+        row: Any,
+        only: frozenset[str] | None = None,
+    ) -> None:
+        """Make the index's rows of record ``path`` (``row``: its row, if any) hold ``record``."""
         workspace = record.get("workspace") if isinstance(record.get("workspace"), str) else folder.workspace
         name: str = scrub(record["name"]) if isinstance(record.get("name"), str) else ""
         # A lone surrogate (an emoji cut by pbot's 80-unit name limit) cannot go into SQLite.
@@ -467,38 +509,73 @@ class SearchIndex:
             "INSERT INTO records_terms(rowid, name) VALUES (?, ?)",
             (rowid, document(storable(name)[0], self.rules)),
         )
-        self._replace_nodes(rowid, record["nodes"])
-        return True
+        self._replace_nodes(rowid, record["nodes"], only)
 
-    def _replace_nodes(self, record: int, nodes: list[Any]) -> None:
+    def _held_nodes(self, record: int, texts: bool) -> dict[str, tuple[int, str, str | None, int, int, int]]:
+        """``id -> (rowid, text, text_json, searchable, level, seq)`` of a record's node rows.
+
+        Without ``texts`` the text fields are left empty (``""``, ``None``): a record of a long
+        session holds megabytes of them, and a change that names its nodes needs only theirs.
+        """
+        old: dict[str, tuple[int, str, str | None, int, int, int]] = {}
+        query = (
+            "SELECT n.rowid, n.id, t.text, t.text_json, n.searchable, n.level, n.seq FROM nodes n "
+            "JOIN node_texts t ON t.rowid = n.rowid WHERE n.record = ?"
+            if texts
+            else "SELECT rowid, id, '', NULL, searchable, level, seq FROM nodes WHERE record = ?"
+        )
+        for rowid, node_id, text, text_json, searchable, level, seq in self.conn.execute(query, (record,)):
+            old.setdefault(node_id, (rowid, text, text_json, searchable, level, seq))
+        return old
+
+    def _with_text(
+        self, held: tuple[int, str, str | None, int, int, int], texts: bool
+    ) -> tuple[int, str, str | None, int, int, int]:
+        if texts:
+            return held
+        text, text_json = self.conn.execute(
+            "SELECT text, text_json FROM node_texts WHERE rowid = ?", (held[0],)
+        ).fetchone()
+        return (held[0], text, text_json, *held[3:])
+
+    def _replace_nodes(self, record: int, nodes: list[Any], only: frozenset[str] | None = None) -> None:
         """Make the record's node rows equal ``nodes``, touching FTS only where a text changed.
 
         The writes are gathered first and made with one ``executemany`` per statement: a first
         search over a large archive inserts every node of every record here. New rows get their
         row ids from a counter (the write transaction is ours), so the rows of ``nodes``,
         ``node_texts`` and both FTS tables can be written in bulk without asking for each id.
+
+        ``only``: the rows hold ``nodes`` already except those named (the writer said which
+        changed, ``update_written``): the others keep their rows and get only their position.
         """
         conn = self.conn
-        old: dict[str, tuple[int, str, str | None, int, int]] = {}
-        for rowid, node_id, text, text_json, searchable, level in conn.execute(
-            "SELECT n.rowid, n.id, t.text, t.text_json, n.searchable, n.level FROM nodes n "
-            "JOIN node_texts t ON t.rowid = n.rowid WHERE n.record = ?",
-            (record,),
-        ):
-            old.setdefault(node_id, (rowid, text, text_json, searchable, level))
+        texts = only is None
+        old = self._held_nodes(record, texts)
         seen: set[str] = set()
         inserts: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
+        moved: list[tuple[int, int]] = []
         new_texts: list[tuple[str, str | None, int]] = []
         fts_out: list[tuple[int, str, int]] = []  # (rowid, stored text, level) to take out of FTS
         fts_in: list[tuple[int, str, int]] = []
         next_rowid: int | None = None
         for seq, raw in enumerate(nodes):
+            node_id = raw.get("id") if only is not None and isinstance(raw, dict) else None
+            if isinstance(node_id, str) and only is not None and node_id not in only and node_id not in seen:
+                held = old.get(node_id)
+                if held is not None:
+                    seen.add(node_id)
+                    if held[5] != seq:
+                        moved.append((seq, held[0]))
+                    continue
             node = _node_values(raw, seq)
             if node is None or node["id"] in seen:
                 continue
             seen.add(node["id"])
             before = old.get(node["id"])
+            if before is not None:
+                before = self._with_text(before, texts)
             if before is None:
                 if next_rowid is None:
                     next_rowid = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM nodes").fetchone()[0]
@@ -508,7 +585,7 @@ class SearchIndex:
                 if node["searchable"]:
                     fts_in.append((rowid, node["text"], node["level"]))
                 continue
-            rowid, text, text_json, searchable, level = before
+            rowid, text, text_json, searchable, level, _seq = before
             same_text = (text, text_json) == (node["text"], node["text_json"])
             same_text = same_text and searchable == node["searchable"]
             if not same_text:
@@ -518,8 +595,10 @@ class SearchIndex:
                 if node["searchable"]:
                     fts_in.append((rowid, node["text"], node["level"]))
             updates.append({**node, "rowid": rowid})
-        gone = [row for node_id, row in old.items() if node_id not in seen]
-        fts_out.extend((rowid, text, level) for rowid, text, _json, searchable, level in gone if searchable)
+        gone = [self._with_text(row, texts) for node_id, row in old.items() if node_id not in seen]
+        fts_out.extend(
+            (rowid, text, level) for rowid, text, _json, searchable, level, _seq in gone if searchable
+        )
         # Contentless tables forget their text: a delete repeats exactly what was inserted (the
         # stored text), so texts leave the FTS tables before any row or text changes.
         self._fts_delete(fts_out)
@@ -533,6 +612,7 @@ class SearchIndex:
                seq=:seq WHERE rowid=:rowid""",
             updates,
         )
+        conn.executemany("UPDATE nodes SET seq = ? WHERE rowid = ?", moved)
         conn.executemany(
             """INSERT INTO nodes(rowid, record, id, kind, level, from_, to_, from_ms, to_ms, to_key, id_key,
                ready, completed, searchable, capped, entry_ids, children, parents, seq) VALUES (:rowid, :record,

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: this module stays free of imports (``status`` is light)
+    from pbot_watch.archive.fresh import FreshRecords
     from pbot_watch.archive.stamp import FileStamp
     from pbot_watch.config import Settings
     from pbot_watch.indexer import EntriesRead
@@ -90,6 +91,9 @@ class ServiceContext:
 
     settings: Settings
     records_lock: threading.Lock = field(default_factory=threading.Lock)
+    fresh: FreshRecords | None = None
+    """Set by a listener that takes written records from memory (the search index): the
+    service's record writer hands each write over there (``archive/fresh.py``)."""
 
 
 @dataclass

@@ -160,6 +160,7 @@ class Service:
                 include=tuple(settings.include),
                 exclude=tuple(settings.exclude),
                 provenance=(settings.machine, settings.user),
+                fresh=self.context.fresh if self.context is not None else None,
             )
             self.tailer = Tailer(
                 store,
