@@ -16,10 +16,12 @@ something the model can use:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
 from pbot_watch.history.jstext import collapse_whitespace
+from pbot_watch.redact.policy import scrub
 
 CALL_CHARS = 60
 """Longest shown argument of a call (``bash(...)``)."""
@@ -82,26 +84,39 @@ class Place:
         """``text`` with the cwd's paths relative to it and the home folder as ``~``."""
         cwd = (self.cwd or "").rstrip("/")
         if len(cwd) > 1 and cwd in text:
-            text = re.sub(
-                re.escape(cwd) + r"(?:/|(?=[\s'\"):;,]|$))", lambda m: "" if m[0].endswith("/") else ".", text
-            )
+            text = _under(cwd).sub(lambda m: "" if m[0].endswith("/") else ".", text)
         home = self.home
         if home is not None and home in text:
-            text = re.sub(re.escape(home) + r"(?=/|[\s'\"):;,]|$)", "~", text)
+            text = _at_home(home).sub("~", text)
         return text
+
+
+# A session has one cwd: its patterns are made once, not for each of its thousands of lines.
+@functools.lru_cache(maxsize=64)
+def _under(cwd: str) -> re.Pattern[str]:
+    return re.compile(re.escape(cwd) + r"(?:/|(?=[\s'\"):;,]|$))")
+
+
+@functools.lru_cache(maxsize=64)
+def _at_home(home: str) -> re.Pattern[str]:
+    return re.compile(re.escape(home) + r"(?=/|[\s'\"):;,]|$)")
+
+
+@functools.lru_cache(maxsize=64)
+def _cd_into(cwd: str) -> re.Pattern[str]:
+    return re.compile(
+        r"^\s*cd\s+(?:"
+        + "|".join(re.escape(f"{q}{cwd}{s}{q}") for q in ("", '"', "'") for s in ("", "/"))
+        + r")\s*(?:&&|;)\s*"
+    )
 
 
 def without_cd(command: str, place: Place) -> str:
     """The command without a leading ``cd <cwd> &&`` (or ``;``): the session is there already."""
     cwd = (place.cwd or "").rstrip("/")
-    if not cwd:
+    if not cwd or "cd" not in command:
         return command
-    pattern = (
-        r"^\s*cd\s+(?:"
-        + "|".join(re.escape(f"{q}{cwd}{s}{q}") for q in ("", '"', "'") for s in ("", "/"))
-        + r")\s*(?:&&|;)\s*"
-    )
-    return re.sub(pattern, "", command, count=1)
+    return _cd_into(cwd).sub("", command, count=1)
 
 
 def cut_words(text: str, limit: int) -> str:
@@ -249,6 +264,41 @@ def _summary_line(lines: list[str]) -> str:
         if _SUMMARY_LINE.search(line):
             return line
     return lines[-1]
+
+
+LINE_SPANNING_ANCHORS = ("-----BEGIN",)
+"""The anchors of the one redaction rule whose secret can span lines (``private-key``; every
+other rule's match, and what its guard looks at, lies within one line: ``redact/rules.py``)."""
+SHOWN_WHOLE_BELOW = 4096
+"""An output shorter than this is redacted whole: cutting it saves nothing worth the care."""
+
+
+def scrub_shown(output: str) -> str:
+    """``scrub(output)`` as ``outcome`` reads it, redacting only the lines it can show.
+
+    A successful event's outcome reads the output's line count, its first filled line and its
+    last ``TAIL_LINES`` lines; a 40 MB build log costs the redaction of those, not of 40 MB.
+    What comes back is those lines, each redacted whole (a secret that a later cut of the line
+    splits is replaced before anything cuts it), with every line between them emptied: the
+    same count, the same lines, so the same outcome as of the whole text redacted. Redaction
+    rules see a whole line with its neighbours' line breaks, all any rule but the private key's
+    looks at; an output holding a private key's anchor, or a short one, is redacted whole.
+    """
+    if len(output) < SHOWN_WHOLE_BELOW or any(anchor in output for anchor in LINE_SPANNING_ANCHORS):
+        return scrub(output)
+    head = _FILLED.search(output)
+    head_end = len(output) if head is None else output.find("\n", head.end())
+    kept = output.rstrip()
+    tail_start = len(kept)
+    for _ in range(TAIL_LINES):  # the start of the last TAIL_LINES lines, as outcome splits them
+        tail_start = kept.rfind("\n", 0, tail_start)
+        if tail_start < 0:
+            break
+    if head_end < 0 or tail_start <= head_end:
+        return scrub(output)
+    # head_end is the head line's break, tail_start the break before the tail: both kept.
+    middle = output.count("\n", head_end + 1, tail_start)
+    return scrub(output[: head_end + 1]) + "\n" * middle + scrub(output[tail_start:])
 
 
 def issue_count(text: str) -> int:

@@ -60,11 +60,12 @@ from pbot_watch.memory.cue_text import (
     cut_command,
     cut_words,
     outcome,
+    scrub_shown,
     short_path,
     without_cd,
 )
 from pbot_watch.memory.cue_tokens import CHARS_PER_TOKEN, TokenCounter, count_tokens, pi_estimate
-from pbot_watch.memory.extract import ARGUMENT_KEYS, own_tool, source_text
+from pbot_watch.memory.extract import ARGUMENT_KEYS, own_tool, unredacted_text
 from pbot_watch.memory.extract import _blocks as blocks_of
 from pbot_watch.memory.handles import make_short_handle, parse_handle
 from pbot_watch.memory.models import CueClass, CueLine, CueStage, CueState
@@ -354,8 +355,10 @@ def _work(
         cancelled = message.get("cancelled") is True
         failed = code not in (0, None) or cancelled
         note = "cancelled" if cancelled else (f"exit {code}" if failed else "")
-        output = scrub(message["output"]) if isinstance(message.get("output"), str) else ""
-        said: Outcome | None = outcome(tool, output, failed, note, command=True, place=place)
+        output = message["output"] if isinstance(message.get("output"), str) else ""
+        said: Outcome | None = outcome(
+            tool, _redacted(output, failed), failed, note, command=True, place=place
+        )
     elif role == "toolResult":
         name = message.get("toolName")
         tool = name if isinstance(name, str) and name else (call.name if call is not None else "tool")
@@ -364,7 +367,8 @@ def _work(
         argument = call.argument if call is not None else ("", None)
         path = call.file if call is not None else None
         failed = message.get("isError") is True
-        said = outcome(tool, source_text(message.get("content")), failed, command=tool == "bash", place=place)
+        output = _redacted(unredacted_text(message.get("content")), failed)
+        said = outcome(tool, output, failed, command=tool == "bash", place=place)
     elif role == "assistant" and call is not None:
         tool, argument, path, failed, said = call.name, call.argument, call.file, False, None
     else:
@@ -391,6 +395,17 @@ def _work(
         tool=tool,
         path=path if tool in FILE_READ_TOOLS | FILE_WRITE_TOOLS else None,
     )
+
+
+def _redacted(output: str, failed: bool) -> str:
+    """A tool output as its cue line reads it, redacted: a success only where the line can show it.
+
+    A failure's outcome reads every line (its error line, its issues), so it is redacted whole;
+    failures are few. A success shows its first line or its last ones (``scrub_shown``): a
+    marathon session's tool outputs, most of its bytes, are not scanned for secrets to show
+    a line of each.
+    """
+    return scrub(output) if failed else scrub_shown(output)
 
 
 def _recalled(handle: str, session_id: str) -> Key | None:

@@ -113,12 +113,20 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 def source_text(content: Any) -> str:
     """A message's text as raw memory's sources show it: pi-echo's reading, redacted here.
 
+    ``unredacted_text`` is the same reading before redaction, for a caller that shows only a
+    few lines of it and redacts those (``cue_text.scrub_shown``).
+
     Text blocks joined by newlines (a string is one block; a block without text gives
     nothing), an image as one ``[image omitted]`` line, never its data: sources are lines a
     model pages through (pi-echo's README). Records read the same content by personal-bot's
     ``text()`` instead (``history.exchanges.pbot_text``: ``undefined``, ``[图片]``), so their
     text stays pbot's; the two differ on purpose and must not be merged.
     """
+    return scrub(unredacted_text(content))
+
+
+def unredacted_text(content: Any) -> str:
+    """``source_text`` before redaction: what a secret in it is looked for in."""
     parts: list[str] = []
     for block in _blocks(content):
         kind = block.get("type")
@@ -126,7 +134,7 @@ def source_text(content: Any) -> str:
             parts.append(js_string(block.get("text")) if "text" in block else "")
         elif kind == "image":
             parts.append(IMAGE_LINE)
-    return scrub("\n".join(parts))
+    return "\n".join(parts)
 
 
 def _short(text: str, limit: int = LABEL_CHARS) -> str:
