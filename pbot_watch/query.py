@@ -22,7 +22,13 @@ from typing import TypeVar
 
 from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings, load_settings
-from pbot_watch.memory.index import MemoryProgress, ensure_memory_tables, refresh_memory, sync_memory_file
+from pbot_watch.memory.index import (
+    MemoryProgress,
+    MemorySync,
+    ensure_memory_tables,
+    refresh_memory,
+    sync_memory_file,
+)
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.database import asked_again_on_damage, index_path, start_afresh
 from pbot_watch.search.discover import record_folders
@@ -93,7 +99,10 @@ def open_query(
             context.warnings = index.update_from_archive(context.folders).warnings
         if memory and scope is not None and scope.session_file is not None:
             ensure_memory_tables(index)
-            sync_memory_file(index, scope.session_file)
+            report = MemorySync()
+            sync_memory_file(index, scope.session_file, report, budget=scope.read_at_most, pinned=True)
+            if report.bytes_left:  # the rest is being built ahead (the Pi child): said, not waited for
+                context.memory_left.append(scope.session_file)
         elif memory:
             building = {root.resolve() for root in roots_being_built(settings.state_dir)}
             refresh_memory(

@@ -61,7 +61,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 8
+MEMORY_SCHEMA_VERSION = 9
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -69,7 +69,7 @@ current branch is kept as entries arrive, ``mem_branches``; 7: rows name their f
 texts are compressed with zstd and a dictionary, ``mem_dicts``; 8: the FTS tables and the
 terms chunks index each distinct text once (keyed by ``mem_texts.rowid``), a text's line count
 and cap live with it, and a source row keeps no session id, no label or sections its kind and
-text give, and an 8-byte digest.)"""
+text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a refresh keeps.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -91,6 +91,7 @@ MEMORY_TABLES = (
     "mem_branches",
     "mem_path",
     "mem_visible",
+    "mem_pinned",
     "mem_lines",  # of memory schema 3 and before
 )
 
@@ -182,6 +183,9 @@ _SCHEMA = (
     "CREATE TABLE mem_path(branch INTEGER NOT NULL, entry_id TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (branch, entry_id)) WITHOUT ROWID",
     # The sources on their file's current branch (rowid = mem_sources.rowid), with their entry's place on it.
     "CREATE TABLE mem_visible(rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL)",
+    # Files a pinned query read that lie under no session root (Pi's session folder is not the
+    # service's): a refresh of the roots keeps them, so the next pinned query goes on from its cursor.
+    "CREATE TABLE mem_pinned(file INTEGER PRIMARY KEY)",
 )
 
 
@@ -191,6 +195,8 @@ class MemorySync:
 
     files_read: int = 0
     bytes_read: int = 0
+    bytes_left: int = 0
+    """Bytes of the files synced that a ``budget`` left unread (read by the next sync)."""
 
 
 def ensure_memory_tables(index: SearchIndex) -> None:
@@ -591,8 +597,20 @@ def feed_memory(
     return True
 
 
-def sync_memory_file(index: SearchIndex, path: Path, report: MemorySync | None = None) -> bool:
+def sync_memory_file(
+    index: SearchIndex,
+    path: Path,
+    report: MemorySync | None = None,
+    *,
+    budget: int | None = None,
+    pinned: bool = False,
+) -> bool:
     """Bring one session file's raw memory up to date, reading only what changed; return whether anything did.
+
+    ``budget``: read at most this many new bytes (to the last whole line), committed with the
+    cursor where they end, so a big file is built a piece at a time and searched meanwhile;
+    ``report.bytes_left`` says what is left. ``pinned``: a pinned query's file, kept by
+    ``refresh_memory`` even when it lies under no root (``mem_pinned``).
 
     Unchanged ``stat``: nothing is read, and no write lock is taken. Grown with the same
     beginning (the cursor's plan): only the new bytes. Anything else: the file again from its
@@ -626,8 +644,15 @@ def sync_memory_file(index: SearchIndex, path: Path, report: MemorySync | None =
                 )
                 return False
             if decision == "append":
-                return _read(index, path, tail, known, report)
-            return _read(index, path, tail, None, report) or known is not None
+                changed = _read(index, path, tail, known, report, budget)
+            else:
+                changed = _read(index, path, tail, None, report, budget) or known is not None
+            if pinned:
+                index.conn.execute(
+                    "INSERT OR IGNORE INTO mem_pinned(file) SELECT id FROM mem_files WHERE path = ?",
+                    (str(path),),
+                )
+            return changed
 
 
 def memory_plan(index: SearchIndex, path: Path) -> Plan | None:
@@ -649,7 +674,12 @@ def memory_plan(index: SearchIndex, path: Path) -> Plan | None:
 
 
 def _read(
-    index: SearchIndex, path: Path, tail: SessionTail, known: _Known | None, report: MemorySync
+    index: SearchIndex,
+    path: Path,
+    tail: SessionTail,
+    known: _Known | None,
+    report: MemorySync,
+    budget: int | None = None,
 ) -> bool:
     """Parse the file from the cursor of ``known`` (from its start without one) and store it.
 
@@ -671,13 +701,20 @@ def _read(
         writer.feed(entries)
         return True
 
-    tail.feed(start, parse, piece=READ_BYTES)
+    read = tail.feed(start, parse, budget=budget, piece=READ_BYTES)
+    if reader.header is None and not reader.not_session and start + read < tail.size:
+        read += tail.feed(start + read, parse, piece=READ_BYTES)  # a first line longer than the budget
     if reader.header is None or reader.not_session:
         _drop_file(index.conn, str(path))
         return known is not None
     if writer is None:
         writer = _FileWriter(index, path, reader.header.id, start)
-    writer.finish(reader.header, tail.cursor(reader.consumed), FileStamp.of(tail.st))
+    stamp = FileStamp.of(tail.st)
+    if reader.consumed < tail.size and start + read < tail.size:
+        # Stopped by the budget: the stamp kept is not the file's, so the next sync reads on.
+        report.bytes_left += tail.size - reader.consumed
+        stamp = FileStamp(stamp.ino, reader.consumed, stamp.mtime_ns)
+    writer.finish(reader.header, tail.cursor(reader.consumed), stamp)
     report.bytes_read += _window_bytes(reader.consumed)
     return True
 
@@ -825,6 +862,7 @@ def _drop_file(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("DELETE FROM mem_calls WHERE file = ?", (file,))
     conn.execute("DELETE FROM mem_path WHERE branch IN (SELECT id FROM mem_branches WHERE file = ?)", (file,))
     conn.execute("DELETE FROM mem_branches WHERE file = ?", (file,))
+    conn.execute("DELETE FROM mem_pinned WHERE file = ?", (file,))
     conn.execute("DELETE FROM mem_files WHERE id = ?", (file,))
 
 
@@ -851,6 +889,8 @@ def refresh_memory(
     what is there instead of doing the service's work a second time.
     """
     ensure_memory_tables(index)
+    roots = list(roots)
+    roots_seen = [root.resolve() for root in roots]
     seen: set[str] = set()
     held = held_stamps(index)
     stale: list[tuple[Path, int]] = []
@@ -880,12 +920,22 @@ def refresh_memory(
         done += size
     if progress is not None and stale:
         progress(total, total, "")
-    gone = [p for (p,) in index.conn.execute("SELECT path FROM mem_files") if p not in seen]
+    gone = [
+        p
+        for p, pinned in index.conn.execute("SELECT path, id IN (SELECT file FROM mem_pinned) FROM mem_files")
+        if p not in seen and not (pinned and _outside(Path(p), roots_seen) and _stamp(Path(p)) is not None)
+    ]
     if gone:
         with index.transaction():
             for path in gone:
                 _drop_file(index.conn, path)
     return changed
+
+
+def _outside(path: Path, roots: list[Path]) -> bool:
+    """``path`` lies under none of ``roots`` (resolved): a pinned query's file, not a root's."""
+    resolved = path.resolve()
+    return not any(resolved.is_relative_to(root) for root in roots)
 
 
 def _stamp(path: Path) -> FileStamp | None:
@@ -903,6 +953,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
         for table in (
             *_BRANCH_TABLES,
+            "mem_pinned",
             "mem_chunks",
             "mem_texts",
             "mem_dicts",

@@ -68,7 +68,8 @@ class MemorySearchResult(JsonShape):
     sessions_not_searched: int = Field(
         default=0,
         description="session files not searched as they are now: the running service is still "
-        "building their raw memory (0 once it is caught up, and always without the service)",
+        "building their raw memory, or (a pinned search in Pi) the Pi child is building its big session's "
+        "ahead; 0 once caught up",
     )
 
 

@@ -73,6 +73,9 @@ class MemoryScope:
     session_file: Path | None = None
     session_id: str | None = None
     leaf: str | None = None
+    read_at_most: int | None = None
+    """New bytes of ``session_file`` a query may read first (``None``: all): the Pi child builds
+    a big file's raw memory ahead, and a query meanwhile answers from what is built."""
 
     def __post_init__(self) -> None:
         if self.session_file is None and self.session_id is None:

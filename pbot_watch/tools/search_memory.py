@@ -67,12 +67,14 @@ def ask_team(args: SearchMemoryArgs, settings: Settings) -> MemorySearchResult:
 
 
 def not_searched_note(result: MemorySearchResult) -> str | None:
-    """What a result lacks while the service builds raw memory, in one sentence; ``None`` when nothing."""
+    """What a result lacks while raw memory is built, in one sentence; ``None`` when nothing."""
     if not result.sessions_not_searched:
         return None
+    them = "it" if result.sessions_not_searched == 1 else "them"
     return (
-        f"{plural(result.sessions_not_searched, 'session')} not yet searched: the pbot-watch service "
-        "is still building raw memory of them; search again when it has caught up."
+        f"{plural(result.sessions_not_searched, 'session')} not yet searched as written now: pbot-watch "
+        f"(its service, or the Pi session's own, ahead) is still building raw memory of {them}; search "
+        "again when it has caught up."
     )
 
 

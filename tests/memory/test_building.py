@@ -95,7 +95,7 @@ class TestWhileTheServiceBuilds:
         human = invoke("memory", "search", "quokka", "--sessions", str(root))
         assert "2 sessions not yet searched" in human.stderr
         text = call("search_memory", {"query": "quokka"}, settings).text
-        assert "2 sessions not yet searched: the pbot-watch service is still building" in text
+        assert "2 sessions not yet searched as written now: pbot-watch (its service" in text
 
     def test_an_append_not_yet_stored_counts_too(self, settings: Settings, root: Path, held: None) -> None:
         """A session raw memory holds older bytes of is searched as held, and counted as not current."""
