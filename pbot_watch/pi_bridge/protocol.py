@@ -140,6 +140,18 @@ class CuesReply(_Strict):
     compactionId: str | None = Field(None, description="the latest compaction on the branch")  # noqa: N815
 
 
+class SessionParams(_Strict):
+    """Pi's announcement of the session it works in (at its start): the child prepares it ahead."""
+
+    sessionFile: str | None = None  # noqa: N815
+    sessionId: str | None = None  # noqa: N815
+
+
+class SessionReply(_Strict):
+    cues: bool = Field(description="its cue ledger is read ahead (cues are on)")
+    memory: bool = Field(description="its raw memory is built ahead")
+
+
 class FooterParams(_Strict):
     installed: str | None = Field(None, description="the version in the extension's pbot-watch.json")
 

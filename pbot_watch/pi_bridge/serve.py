@@ -2,9 +2,12 @@
 
 Pi starts this once per process (lazily, on the first need) and keeps it, so a tool call pays
 no interpreter start and no imports. The reader thread parses each line and answers the quick
-methods (``hello``, ``footer``) at once; queries (``tool``, ``cues``) go to one worker thread,
-one at a time, as the MCP server runs them: SQLite serialises writers anyway, and refreshes of
-the index must not race. A bad line is answered with a ``protocol`` error and the child goes
+methods (``hello``, ``footer``, ``session``) at once; queries (``tool``, ``cues``) go to one
+worker thread, one at a time, as the MCP server runs them: SQLite serialises writers anyway, and
+refreshes of the index must not race. Between requests the worker prepares the sessions Pi
+named (``session``, or a request about them): their cue ledgers are read and their raw memory
+is built (``ahead.py``), a piece at a time, so the first cues and the first pinned search of a
+marathon session do not each wait for a read of the whole file. A bad line is answered with a ``protocol`` error and the child goes
 on; it stops when Pi closes its stdin (Pi quit, or was killed).
 """
 
@@ -14,8 +17,9 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -40,6 +44,8 @@ from pbot_watch.pi_bridge.protocol import (
     NoParams,
     Request,
     Scope,
+    SessionParams,
+    SessionReply,
     ToolParams,
     ToolReply,
     reply_line,
@@ -50,6 +56,7 @@ from pbot_watch.service.status_file import assess, status_path
 if TYPE_CHECKING:
     from pbot_watch.memory.cue_follow import FollowedCues
     from pbot_watch.memory.query import MemoryScope
+    from pbot_watch.pi_bridge.ahead import MemoryAhead
     from pbot_watch.tools.catch_up import RecordCatchUp
 
 log = get_logger(__name__)
@@ -61,6 +68,8 @@ CUE_LEDGERS = "cue-ledgers"
 """The state directory's folder of saved cue ledgers (``memory/cue_follow.py``)."""
 IDLE_FOLLOW_S = 1.0
 """How often an idle child looks whether the session files it follows grew (a ``stat`` each)."""
+MEMORY_TOOLS = frozenset({"search_memory", "recall_memory"})
+"""The tools that read the pinned session's raw memory (built ahead, ``ahead.py``)."""
 
 RequestId = int | str | None
 
@@ -81,11 +90,16 @@ class Child:
         self._cues: dict[tuple[str, FileStamp | None, str | None, int], CuesReply] = {}
         self._records: RecordCatchUp | None = None
         self._followed: FollowedCues | None = None
+        self._ahead: MemoryAhead | None = None
+        self._announced: deque[Path] = deque()
+        """Session files Pi named (``session``, on the reader thread), for the worker to prepare."""
+        self._cleaned = False
 
     def methods(self) -> dict[str, Method]:
         return {
             "hello": Method(NoParams, self.hello, quick=True),
             "footer": Method(FooterParams, self.footer, quick=True),
+            "session": Method(SessionParams, self.session, quick=True),
             "tool": Method(ToolParams, self.tool),
             "cues": Method(CuesParams, self.cues),
         }
@@ -99,6 +113,13 @@ class Child:
         status = read_status(self.settings.state_dir)
         state, _detail = assess(self.settings.state_dir, status)
         return FooterReply(text=footer_text(state, status, installed=params.installed, running=__version__))
+
+    def session(self, params: SessionParams) -> SessionReply:
+        """Pi works in this session: prepare its cues and raw memory between requests (on the worker)."""
+        if params.sessionFile is None:
+            return SessionReply(cues=False, memory=False)
+        self._announced.append(Path(params.sessionFile))
+        return SessionReply(cues=self.settings.cues.enabled, memory=True)
 
     def cues(self, params: CuesParams) -> CuesReply:
         """The branch's cue block, from the file's ledger (read up to date first; cached while the file is unchanged)."""
@@ -134,17 +155,36 @@ class Child:
             self._followed = FollowedCues(self.settings.state_dir / CUE_LEDGERS)
         return self._followed
 
-    def idle(self) -> bool:
-        """Between requests: read what the followed session files gained; whether more is left.
+    def ahead(self) -> MemoryAhead:
+        """The sessions whose raw memory is built between requests (made on first need: the imports)."""
+        if self._ahead is None:
+            from pbot_watch.pi_bridge.ahead import MemoryAhead  # noqa: PLC0415
 
-        So the cues of the next compaction (and of a restart of Pi on a marathon session) are
-        computed from a ledger that is already current: the request reads a few new bytes,
-        not the file. Never raises (an idle step must not stop the worker).
+            self._ahead = MemoryAhead(self.settings)
+        return self._ahead
+
+    def idle(self) -> bool:
+        """Between requests: prepare the sessions Pi named a piece; whether more is left.
+
+        First what the followed files' cue ledgers have not read (so the cues of the next
+        compaction, and of a restart of Pi on a marathon session, are computed from a ledger
+        already current), then the raw memory they lack (``ahead.py``). Never raises (an idle
+        step must not stop the worker).
         """
-        if self._followed is None:
-            return False
         try:
-            return self._followed.follow()
+            if not self._cleaned:  # once per child: the saved ledgers of session files that are gone
+                from pbot_watch.memory.cue_follow import clean_ledgers  # noqa: PLC0415
+
+                self._cleaned = True
+                clean_ledgers(self.settings.state_dir / CUE_LEDGERS)
+            while self._announced:
+                path = self._announced.popleft()
+                if self.settings.cues.enabled:
+                    self.followed().watch(path)
+                self.ahead().watch(path)
+            if self._followed is not None and self._followed.follow():
+                return True
+            return self._ahead is not None and self._ahead.step()
         except Exception:  # a bug here must not cost the child its requests
             log.exception("pi_follow_failed")
             return False
@@ -156,8 +196,13 @@ class Child:
         if self._records is None:
             self._records = RecordCatchUp(self.settings)  # kept: it reads only what was appended since
         scope = memory_scope(params.scope)
-        if scope is not None and scope.session_file is not None and self.settings.cues.enabled:
-            self.followed().watch(scope.session_file)  # its cues will be asked for: read it while idle
+        if scope is not None and scope.session_file is not None:
+            if self.settings.cues.enabled:
+                self.followed().watch(scope.session_file)  # its cues will be asked for: read it while idle
+            if params.name in MEMORY_TOOLS and self.ahead().before_query(scope.session_file):
+                # Still being built: answer from what is (the result says the session is not all
+                # searched); the branch is the built part's, the current entry not read yet.
+                scope = replace(scope, leaf=None, read_at_most=0)
         answer = call(params.name, params.arguments, self.settings, scope=scope, records=self._records)
         failure = None if answer.failure is None else answer.failure.value
         # Pi shows the structured result to the person (/history, the tool's rendering): labels as they read them.

@@ -436,7 +436,16 @@ function registerCues(pi: ExtensionAPI, bridge: Bridge): void {
 		inflight = run;
 	};
 
-	pi.on("session_start", (_event, ctx) => refresh(ctx));
+	pi.on("session_start", (_event, ctx) => {
+		// Named first: the child reads a marathon session's cue ledger and raw memory between
+		// requests, so neither a compaction's cues nor the first search wait for the whole file.
+		const file = ctx.sessionManager.getSessionFile();
+		if (file) {
+			const announced = { sessionFile: file, sessionId: ctx.sessionManager.getSessionId() };
+			bridge.request("session", announced, bridge.config.timeouts.statusMs).catch(() => undefined);
+		}
+		refresh(ctx);
+	});
 	pi.on("session_compact", (_event, ctx) => refresh(ctx));
 	pi.on("session_tree", (_event, ctx) => refresh(ctx));
 
