@@ -13,6 +13,9 @@ cursor's plan) is read again from its start.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +141,43 @@ class StoredLedger(BaseModel):
         ledger.answered = set(self.answered)
         ledger.unanswered = self.unanswered
         return header, Cursor.from_row(self.cursor), ledger
+
+
+LEDGER_HEAD = 64 << 10
+"""Bytes of a saved ledger read for its file's path (``StoredLedger`` writes it fourth, after three short fields)."""
+_PATH_FIELD = re.compile(rb'"path":("(?:[^"\\]|\\.)*")')
+
+
+def clean_ledgers(store: Path) -> int:
+    """Delete the saved ledgers whose session file is gone; how many.
+
+    A ledger is named by a hash of its file's path, so nothing but the file's disappearance
+    ever replaces or removes it: without this, every marathon session Pi ever ran would leave
+    megabytes behind in the state folder. The Pi child calls it once, in its first idle moment.
+    Only the head of each ledger is read; one whose path cannot be read there is left alone
+    (a damaged one is replaced when its file is read again).
+    """
+    removed = 0
+    try:
+        saved = sorted(store.glob("*.json"))
+    except OSError:
+        return 0
+    for stored in saved:
+        try:
+            with stored.open("rb") as handle:
+                found = _PATH_FIELD.search(handle.read(LEDGER_HEAD))
+            if found is None:
+                continue
+            path = json.loads(found.group(1))
+            if not isinstance(path, str) or os.path.lexists(path):
+                continue
+            stored.unlink()
+            removed += 1
+        except (OSError, ValueError) as error:
+            log.warning("cue_ledger_not_cleaned", path=str(stored), error=str(error)[:200])
+    if removed:
+        log.info("cue_ledgers_cleaned", removed=removed)
+    return removed
 
 
 class NotASession(QueryError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -14,11 +15,14 @@ import pytest
 
 from pbot_watch import __version__
 from pbot_watch.config import load_settings
+from pbot_watch.memory.cue_follow import FollowedCues
+from pbot_watch.search.index import SearchIndex
 from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import ServeChild
+from tests.pi_bridge.test_ahead import WORDS, long_session
 from tests.support.cli import invoke
 from tests.support.pi_sessions import PiSession
-from tests.support.service import age_today, fake_status
+from tests.support.service import age_today, fake_status, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real child process per test
 
@@ -370,3 +374,58 @@ class TestHistoryWithoutService:
         )
         assert 0 == answer["structured"]["total"]  # session B was never indexed: honest, not found
         assert mine["structured"]["total"] > 0
+
+
+class TestPreparedAhead:
+    def test_a_named_session_is_built_before_any_request(self, isolated_home: Path, tmp_path: Path) -> None:
+        """Pi names its session at start: the idle child builds its raw memory, and the search finds it all."""
+        path = tmp_path / "pi" / "s.jsonl"
+        long_session(path)
+        state = load_settings({}).state_dir
+        with ServeChild("--sessions", str(tmp_path / "roots")) as child:
+            reply = child.ask("session", {"sessionFile": str(path), "sessionId": "sess-ahead"})
+            assert reply["result"] == {"cues": True, "memory": True}
+
+            def built() -> bool | None:
+                if not (state / "search.db").exists():
+                    return None
+                index = SearchIndex(state / "search.db")
+                try:
+                    row = index.conn.execute(
+                        "SELECT size FROM mem_files WHERE path = ?", (str(path),)
+                    ).fetchone()
+                except sqlite3.OperationalError:  # the tables are not made yet
+                    return None
+                finally:
+                    index.close()
+                return True if row is not None and row[0] == path.stat().st_size else None
+
+            wait_for(built, timeout=60, what="the child to build the named session ahead")
+            answer = tool(
+                child, "search_memory", {"query": f"wombat{WORDS - 1}"}, scope={"sessionFile": str(path)}
+            )
+            assert answer["structured"]["sessionsNotSearched"] == 0
+            assert answer["structured"]["hits"]
+            assert child.ask("session", {})["result"] == {"cues": False, "memory": False}
+
+    def test_the_child_deletes_saved_ledgers_of_files_that_are_gone(
+        self, isolated_home: Path, tmp_path: Path
+    ) -> None:
+        """Once, in its first idle moment: the ledger of a deleted session goes, a live one stays."""
+        store = load_settings({}).state_dir / "cue-ledgers"
+        kept, gone = tmp_path / "kept.jsonl", tmp_path / "gone.jsonl"
+        for path in (kept, gone):
+            Work(path).run("make", "done\n")
+            followed = FollowedCues(store, saved_from=0)
+            followed.ledger(path)
+            followed.follow()
+        gone.unlink()
+        assert len(list(store.glob("*.json"))) == 2
+        with ServeChild() as child:
+            assert "result" in child.ask("hello")
+            wait_for(
+                lambda: len(list(store.glob("*.json"))) == 1 or None,
+                timeout=30,
+                what="the gone file's ledger deleted",
+            )
+        assert [json.loads(p.read_bytes())["path"] for p in store.glob("*.json")] == [str(kept)]
