@@ -13,6 +13,7 @@ waiting for the rest. A file the service has indexed costs a ``stat``: nothing i
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -78,8 +79,10 @@ class MemoryAhead:
         index = SearchIndex(SearchIndex.default_path(self.settings.state_dir))
         try:
             sync_memory_file(index, path, report, budget=self.piece, pinned=True)
-        except OSError as error:  # unreadable for now: the query says why when it comes
-            log.warning("memory_ahead_unreadable", path=str(path), error=str(error))
+        except (OSError, sqlite3.DatabaseError) as error:
+            # Unreadable for now, or the index is busy or damaged: the next query reads or
+            # rebuilds it (``query.run_query``) and says why; no retry every idle second.
+            log.warning("memory_ahead_stopped", path=str(path), error=str(error))
             self._left.pop(path, None)
             return
         finally:

@@ -105,6 +105,22 @@ class TestBuiltAhead:
         session.user("and the numbat?", id="late")
         assert search(settings, path, "numbat")["hits"]
 
+    def test_a_session_the_service_indexed_is_not_read_again(
+        self, settings: Settings, tmp_path: Path
+    ) -> None:
+        """Raw memory already holds the file as it is (the service's build): the child reads none of it."""
+        path = settings.sessions[0] / "ws" / "s.jsonl"
+        long_session(path)
+        index = SearchIndex(SearchIndex.default_path(settings.state_dir))
+        try:
+            refresh_memory(index, settings.sessions)
+        finally:
+            index.close()
+        ahead = MemoryAhead(settings, piece=4096)
+        assert not ahead.before_query(path)
+        assert ahead.bytes_read == 0
+        assert not ahead.step()
+
 
 class TestPinnedOutsideTheRoots:
     def test_an_unpinned_refresh_keeps_it_and_the_next_pinned_sync_goes_on_from_its_cursor(

@@ -16,7 +16,6 @@ import pytest
 from pbot_watch import __version__
 from pbot_watch.config import load_settings
 from pbot_watch.memory.cue_follow import FollowedCues
-from pbot_watch.search.index import SearchIndex
 from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import ServeChild
 from tests.pi_bridge.test_ahead import WORDS, long_session
@@ -389,15 +388,15 @@ class TestPreparedAhead:
             def built() -> bool | None:
                 if not (state / "search.db").exists():
                     return None
-                index = SearchIndex(state / "search.db")
+                conn = sqlite3.connect(
+                    f"file:{state / 'search.db'}?mode=ro", uri=True
+                )  # only read: the child writes
                 try:
-                    row = index.conn.execute(
-                        "SELECT size FROM mem_files WHERE path = ?", (str(path),)
-                    ).fetchone()
+                    row = conn.execute("SELECT size FROM mem_files WHERE path = ?", (str(path),)).fetchone()
                 except sqlite3.OperationalError:  # the tables are not made yet
                     return None
                 finally:
-                    index.close()
+                    conn.close()
                 return True if row is not None and row[0] == path.stat().st_size else None
 
             wait_for(built, timeout=60, what="the child to build the named session ahead")
