@@ -25,7 +25,7 @@ from pbot_watch.search.index import SearchIndex
 
 log = get_logger(__name__)
 
-AHEAD_PIECE = 2 << 20
+AHEAD_PIECE = 1 << 20
 """Session bytes one idle step stores (about a second of building on a busy machine): a request
 that comes meanwhile waits for at most one piece."""
 BEFORE_QUERY_S = 2.0
