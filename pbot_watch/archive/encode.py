@@ -38,13 +38,24 @@ class RecordEncoder:
     changed: frozenset[str] | None = None
     """Ids of the nodes the last ``encode`` did not find as they were (``None``: nothing was kept)."""
 
-    def encode(self, path: Path, record: dict[str, Any]) -> bytes:
-        """The record's line (``dumps_utf8`` and a newline), reusing the JSON of the nodes ``path`` had."""
+    def encode(self, path: Path, record: dict[str, Any], read: dict[str, Any] | None = None) -> bytes:
+        """The record's line (``dumps_utf8`` and a newline), reusing the JSON of the nodes ``path`` had.
+
+        ``read``: the record as read from the file, for a path nothing is kept of (the first
+        write after a start): ``changed`` then names the nodes that differ from it.
+        """
         nodes = record.get("nodes")
         if not isinstance(nodes, list):
+            self.changed = None
             return dumps_utf8(record) + b"\n"
         kept = self._kept.pop(path, None)
         before, size = kept if kept is not None else ({}, 0)
+        if kept is None and read is not None and isinstance(read.get("nodes"), list):
+            before = {
+                n["id"]: (n, b"")
+                for n in read["nodes"]
+                if isinstance(n, dict) and isinstance(n.get("id"), str)
+            }
         self._total -= size
         pieces: Pieces = {}
         parts: list[bytes] = []
@@ -54,7 +65,7 @@ class RecordEncoder:
             key = node.get("id") if isinstance(node, dict) else None
             known = before.get(key) if isinstance(key, str) else None
             if known is not None and (known[0] is node or known[0] == node):
-                data = known[1]
+                data = known[1] or dumps_utf8(node)  # read, not written: its JSON was not kept
                 reused += 1
             else:
                 data = dumps_utf8(node)
@@ -64,7 +75,7 @@ class RecordEncoder:
                 pieces[key] = (node, data)
             parts.append(data)
         self.reused = reused
-        self.changed = frozenset(changed) if kept is not None else None
+        self.changed = frozenset(changed) if before or kept is not None else None
         body = b"[" + b",".join(parts) + b"]"
         fields = [
             dumps_utf8(key) + b":" + (body if key == "nodes" else dumps_utf8(value))

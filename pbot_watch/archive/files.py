@@ -230,6 +230,7 @@ class ArchiveStore:
         folder = self.folder_for(workspace)
         path = self.find(folder, history.session_id)
         previous = self.load(path) if path is not None else None
+        cached = self._records.get(path) if path is not None else None
         record = self._indexer(folder, history.session_id).index(history, previous)
         if previous is not None:
             extras = {k: v for k, v in previous.items() if k not in record and k not in LEGACY_FIELDS}
@@ -258,7 +259,17 @@ class ArchiveStore:
             # Labels alone are no reason to write: pbot drops them when it rewrites a record,
             # and the two would take turns putting them back and taking them out.
             return "unchanged", path
-        self.write(path, record)
+        read = None
+        if (
+            path not in self._written
+            and cached is not None
+            and cached[1] is previous
+            and cached[0] is not None
+        ):
+            # The first write of this record here: what changed is told against the file as read.
+            self._written[path] = cached[0]
+            read = previous
+        self.write(path, record, read=read)
         self._folder_wrote(folder, history.session_id, path)
         return "written", path
 
@@ -270,9 +281,12 @@ class ArchiveStore:
             self._indexers.popitem(last=False)
         return indexer
 
-    def write(self, path: Path, record: dict[str, Any]) -> None:
-        """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes."""
-        data = self._encoder.encode(path, record)
+    def write(self, path: Path, record: dict[str, Any], read: dict[str, Any] | None = None) -> None:
+        """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes.
+
+        ``read``: the record as last read from ``path`` (``RecordEncoder.encode``).
+        """
+        data = self._encoder.encode(path, record, read)
         changed = self._encoder.changed
         if self._writer is None:
             ensure_dir(path.parent)

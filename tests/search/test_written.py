@@ -160,3 +160,29 @@ class TestFromTheWriter:
         assert found.base is not None
         assert found.changed is not None
         assert 0 < len(found.changed) < len(found.record["nodes"]) // 4
+
+    def test_the_first_write_after_a_start_names_what_changed_since_the_file(self, tmp_path: Path) -> None:
+        """A new service (its store knows no write yet) tells the change against the record it
+        read from disk: the index, which held that file, rewrites only those nodes and ends equal."""
+        grower = Grower(tmp_path)
+        live = SearchIndex(tmp_path / "live.db")
+        for _ in range(40):
+            path = grower.step("turn")
+        assert path is not None
+        live.update_record(path)
+        grower.fresh = FreshRecords()
+        grower.store = ArchiveStore(central=tmp_path / "archive", fresh=grower.fresh)  # restarted
+        path = grower.step("turn")
+        assert path is not None
+        found = grower.fresh.take(path)
+        assert found is not None
+        assert found.base is not None
+        assert found.changed is not None
+        assert 0 < len(found.changed) < len(found.record["nodes"]) // 4
+        assert live.update_written(path, found)
+        live.close()
+        reference = SearchIndex(tmp_path / "ref.db")
+        reference.update_record(path)
+        reference.close()
+        assert contents(tmp_path / "live.db")[0] == contents(tmp_path / "ref.db")[0]
+        assert contents(tmp_path / "live.db")[2] == contents(tmp_path / "ref.db")[2]
