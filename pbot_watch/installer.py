@@ -46,6 +46,15 @@ class StepResult(BaseModel):
     output: str
     note: str = ""
 
+    def failure(self, *, said_last: bool = False) -> str:
+        """One line for a failed step: the command, its exit code and what it said first
+        (systemctl's reason) or, with ``said_last``, last (npm's and Pi's).
+        """
+        lines = [line for line in self.output.splitlines() if line.strip()] or ["no output"]
+        return (
+            f"`{self.step.shell()}` failed (exit {self.returncode}): {lines[-1] if said_last else lines[0]}"
+        )
+
 
 class PlannedFile(BaseModel):
     """A file an install writes, with the text and mode it gets."""
@@ -189,14 +198,3 @@ def did(outcome: Outcome) -> list[str]:
 def steps_lines(title: str, steps: list[Step]) -> list[str]:
     """Steps left for the person, under ``title``, one command a line (nothing when there are none)."""
     return [title, *(f"  {step.shell()}" for step in steps)] if steps else []
-
-
-def first_line(text: str) -> str:
-    """What a failed command said first (systemctl's reason), for a one-line error."""
-    return next((line for line in text.splitlines() if line.strip()), "no output")
-
-
-def last_line(text: str) -> str:
-    """What a failed command said last (npm's and Pi's reason), for a one-line error."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"

@@ -72,7 +72,7 @@ def pi_install(
     folder. Run it again after upgrading pbot-watch: Pi picks up the new extension at its next
     start or /reload. --sessions and --archive given here are passed to the extension's child.
     """
-    from pbot_watch.installer import did, last_line, would_do  # noqa: PLC0415
+    from pbot_watch.installer import did, would_do  # noqa: PLC0415
     from pbot_watch.pi_bridge import install as pkg  # noqa: PLC0415
 
     serve_args: list[str] = []
@@ -90,11 +90,7 @@ def pi_install(
     outcome = pkg.install(plan)
     _echo(did(outcome))
     if outcome.failed:
-        raise CommandError(
-            f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
-            f"{last_line(outcome.failed.output)}",
-            EXIT_FAILURE,
-        )
+        raise CommandError(outcome.failed.failure(said_last=True), EXIT_FAILURE)
     where = "this project's .pi/settings.json" if local else "your Pi user settings"
     click.echo(f"pbot-watch's Pi package is installed in {where}; start Pi, or /reload a running one.")
 
@@ -105,7 +101,7 @@ def pi_install(
 @click.option("--print", "dry_run", is_flag=True, help="Print what would be run and removed; change nothing.")
 def pi_uninstall(pi_path: str | None, *, local: bool, dry_run: bool) -> None:
     """Remove the Pi package from Pi's settings (`pi remove`), and its folder (not with --local)."""
-    from pbot_watch.installer import did, last_line, would_do  # noqa: PLC0415
+    from pbot_watch.installer import did, would_do  # noqa: PLC0415
     from pbot_watch.pi_bridge import install as pkg  # noqa: PLC0415
 
     plan = pkg.plan_uninstall(_find_pi(pi_path, dry_run=dry_run), local=local)
@@ -115,11 +111,7 @@ def pi_uninstall(pi_path: str | None, *, local: bool, dry_run: bool) -> None:
     outcome = pkg.uninstall(plan)
     _echo(did(outcome))
     if outcome.failed:
-        raise CommandError(
-            f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
-            f"{last_line(outcome.failed.output)}",
-            EXIT_FAILURE,
-        )
+        raise CommandError(outcome.failed.failure(said_last=True), EXIT_FAILURE)
 
 
 @pi_group.command("serve", hidden=True)

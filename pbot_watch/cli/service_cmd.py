@@ -13,7 +13,7 @@ from pbot_watch.cli import main
 from pbot_watch.cli.errors import EXIT_FAILURE, EXIT_NOT_RUNNING, CommandError
 from pbot_watch.cli.options import archive_options
 from pbot_watch.config import load_settings
-from pbot_watch.installer import did, first_line, steps_lines, would_do
+from pbot_watch.installer import did, steps_lines, would_do
 from pbot_watch.service import install as svc
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,9 +98,7 @@ def service_install(
     elif outcome.failed:
         _echo(steps_lines("Still to do, once the error is fixed:", outcome.next_steps))
         raise CommandError(
-            f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
-            f"{first_line(outcome.failed.output)}; the service file is written to {unit.path}",
-            EXIT_FAILURE,
+            f"{outcome.failed.failure()}; the service file is written to {unit.path}", EXIT_FAILURE
         )
     else:
         click.echo("pbot-watch service installed and started.")
@@ -122,11 +120,7 @@ def service_uninstall(manager: str | None, *, dry_run: bool) -> None:
         click.echo(f"{outcome.tool_missing} not found: nothing was stopped.")
         _echo(steps_lines("Next steps, where the service manager runs:", outcome.next_steps))
     elif outcome.failed:
-        raise CommandError(
-            f"`{outcome.failed.step.shell()}` failed (exit {outcome.failed.returncode}): "
-            f"{first_line(outcome.failed.output)}",
-            EXIT_FAILURE,
-        )
+        raise CommandError(outcome.failed.failure(), EXIT_FAILURE)
 
 
 @service_group.command("status")

@@ -7,7 +7,10 @@ files, whether a file was resumed, read from 0, or its log was damaged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Self
 
 import pytest
 
@@ -31,17 +34,19 @@ class Service:
         self.budget = memory_budget
         self.archive = tmp_path / "archive"
         self.state_dir = tmp_path / "state"
-        self.start()
 
-    def start(self) -> None:
+    @contextmanager
+    def running(self) -> Iterator[Self]:
+        """A new tailer on the same state (a restart, the second time), closed whatever the test did."""
         self.follower = MemoryFollower(self.state_dir)
         self.state = StateStore(self.state_dir)
         store = ArchiveWriter(central=self.archive)
         self.tailer = Tailer(store, self.state, 10, on_entries=self.follower, memory_budget=self.budget)
-
-    def stop(self) -> None:
-        self.follower.close()
-        self.state.close()
+        try:
+            yield self
+        finally:
+            self.follower.close()
+            self.state.close()
 
     def append(self, w: PiSession, path: Path, n: int) -> int:
         """One turn appended and synced; the bytes the tailer parsed for it (its size is asserted)."""
@@ -75,8 +80,7 @@ def test_an_evicted_session_resumes_at_its_cursor(
 ) -> None:
     """Two active sessions over the budget: each append to either parses only its own bytes."""
     big_path, big, small_path, small = two_sessions
-    service = Service(tmp_path, memory_budget=1)  # one file in memory at a time
-    try:
+    with Service(tmp_path, memory_budget=1).running() as service:  # one file in memory at a time
         service.tailer.sync([big_path, small_path])
         for n in range(4):
             assert service.append(big, big_path, n) == 0
@@ -85,8 +89,6 @@ def test_an_evicted_session_resumes_at_its_cursor(
         assert service.tailer.resume.resumed >= 4
         assert service.follower.bytes_read == 0  # raw memory took the entries as they were read
         service.same_as_one_shot(tmp_path / "sessions")
-    finally:
-        service.stop()
 
 
 def test_the_first_append_after_a_restart_parses_only_its_bytes(
@@ -95,19 +97,14 @@ def test_the_first_append_after_a_restart_parses_only_its_bytes(
     """A new service process finds the log beside the cursor: no re-read of what was read before."""
     big_path, big, small_path, _ = two_sessions
     service = Service(tmp_path, memory_budget=32 << 20)
-    try:
+    with service.running():
         service.tailer.sync([big_path, small_path])
         assert service.append(big, big_path, 0) == 0
-    finally:
-        service.stop()
-    service.start()
-    try:
+    with service.running():
         assert service.append(big, big_path, 1) == 0
         assert service.tailer.resume.resumed == 1
         assert service.follower.bytes_read == 0  # raw memory was in step at the same offset
         service.same_as_one_shot(tmp_path / "sessions")
-    finally:
-        service.stop()
 
 
 def test_a_rewritten_file_is_read_from_zero_and_its_log_started_over(
@@ -115,8 +112,7 @@ def test_a_rewritten_file_is_read_from_zero_and_its_log_started_over(
 ) -> None:
     """The log stands for the bytes it was made from: a rewrite in place is parsed whole."""
     big_path, big, small_path, _ = two_sessions
-    service = Service(tmp_path, memory_budget=1)
-    try:
+    with Service(tmp_path, memory_budget=1).running() as service:
         service.tailer.sync([big_path, small_path])
         data = big_path.read_bytes().replace(b"question 7:", b"QUESTION 7:")
         rewrite_in_place(big_path, data)
@@ -126,8 +122,6 @@ def test_a_rewritten_file_is_read_from_zero_and_its_log_started_over(
         assert service.append(big, big_path, 0) == 0  # resumed from the new log
         service.same_as_one_shot(tmp_path / "sessions")
         assert "QUESTION 7:" in str(records(service.archive)["sess-busy"])
-    finally:
-        service.stop()
 
 
 @pytest.mark.parametrize("damage", ["torn", "garbage", "empty", "gone"])
@@ -136,8 +130,7 @@ def test_a_damaged_log_means_a_read_from_zero(
 ) -> None:
     """A torn, foreign, empty or missing log is never trusted: the file is parsed whole, nothing lost."""
     big_path, big, small_path, _ = two_sessions
-    service = Service(tmp_path, memory_budget=1)
-    try:
+    with Service(tmp_path, memory_budget=1).running() as service:
         service.tailer.sync([big_path, small_path])
         assert big_path not in service.tailer.indexer.files
         log = service.tailer.resume.log_path(big_path)
@@ -157,21 +150,16 @@ def test_a_damaged_log_means_a_read_from_zero(
         service.same_as_one_shot(tmp_path / "sessions")
         service.tailer.sync([small_path])
         assert service.append(big, big_path, 1) == 0  # and a good log from then on
-    finally:
-        service.stop()
 
 
 def test_a_deleted_session_loses_its_log(
     tmp_path: Path, two_sessions: tuple[Path, PiSession, Path, PiSession]
 ) -> None:
     big_path, _, small_path, _ = two_sessions
-    service = Service(tmp_path, memory_budget=1)
-    try:
+    with Service(tmp_path, memory_budget=1).running() as service:
         service.tailer.sync([big_path, small_path])
         log = service.tailer.resume.log_path(big_path)
         assert log.exists()
         big_path.unlink()
         service.tailer.sync([big_path])
         assert not log.exists()
-    finally:
-        service.stop()

@@ -178,7 +178,8 @@ class ServiceProcess:
             found = self.log_events(event)
             return found[0] if found else None
 
-        return wait_for(seen, timeout, what, self.log_tail, poll=0.1)
+        line: dict[str, Any] = wait_for(seen, timeout, what, self.log_tail, poll=0.1)
+        return line
 
     def assert_alive(self) -> None:
         assert self.proc is not None
