@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,6 +55,31 @@ def stop_quickly(service: ServiceProcess) -> float:
     started = time.monotonic()
     assert service.stop(timeout=STOP_SECONDS) == 0
     return time.monotonic() - started
+
+
+# What takes a tracked session's place, and the words status says it in.
+NOT_REGULAR: dict[str, tuple[Callable[[Path], object], str]] = {
+    "folder": (Path.mkdir, "a folder"),
+    "fifo": (os.mkfifo, "a FIFO"),
+    "dev-zero": (lambda path: path.symlink_to("/dev/zero"), "a character device"),
+}
+
+
+def replace_while_running(service: ServiceProcess, expect: Expect, odd: Path, kind: str) -> None:
+    """Once the service has both sessions, ``odd`` replaced by a ``kind``; status must name it."""
+    make, said = NOT_REGULAR[kind]
+    expect.same(service=service)
+    expect.kept.add(session_id(odd))
+    odd.unlink()
+    make(odd)
+    status = service.wait_status(lambda s: s.retrying_files == 1, f"{said} to be reported")
+    assert f"{odd}: cannot read: {said}, not a regular file" in status.errors[-1].message
+
+
+def other_served(other: Path, archive: Path, expect: Expect) -> None:
+    """The other session's record, as a one-shot index of it alone writes it."""
+    wanted = expect_one(other, expect)[session_id(other)]
+    wait_for(lambda: records(archive).get(session_id(other)) == wanted, what="the other session's record")
 
 
 def append_rest(other: Path) -> None:
@@ -97,12 +122,7 @@ class TestReplacedWhileRunning:
         """A folder in a session's place: an error naming it in status, retried; the service goes on."""
         odd, other, archive, expect = two_sessions
         with ServiceProcess([odd.parent.parent], archive).start() as service:
-            expect.same(service=service)
-            expect.kept.add(session_id(odd))
-            odd.unlink()
-            odd.mkdir()
-            status = service.wait_status(lambda s: s.retrying_files == 1, "the folder to be reported")
-            assert f"{odd}: cannot read: a folder, not a regular file" in status.errors[-1].message
+            replace_while_running(service, expect, odd, "folder")
             append_rest(other)
             expect.same(service=service)
             assert stop_quickly(service) < STOP_SECONDS
@@ -111,12 +131,7 @@ class TestReplacedWhileRunning:
         """A FIFO in a session's place is never opened: no reader blocks, a writer finds none."""
         odd, other, archive, expect = two_sessions
         with ServiceProcess([odd.parent.parent], archive).start() as service:
-            expect.same(service=service)
-            expect.kept.add(session_id(odd))
-            odd.unlink()
-            os.mkfifo(odd)
-            status = service.wait_status(lambda s: s.retrying_files == 1, "the FIFO to be reported")
-            assert f"{odd}: cannot read: a FIFO, not a regular file" in status.errors[-1].message
+            replace_while_running(service, expect, odd, "fifo")
             # Nobody holds it open for reading: a non-blocking writer finds no reader.
             with pytest.raises(OSError, match="No such device or address") as raised:
                 os.open(odd, os.O_WRONLY | os.O_NONBLOCK)
@@ -129,12 +144,7 @@ class TestReplacedWhileRunning:
         """A symlink to ``/dev/zero`` in a session's place is never read: no spinning, no memory."""
         odd, other, archive, expect = two_sessions
         with ServiceProcess([odd.parent.parent], archive).start() as service:
-            expect.same(service=service)
-            expect.kept.add(session_id(odd))
-            odd.unlink()
-            odd.symlink_to("/dev/zero")
-            status = service.wait_status(lambda s: s.retrying_files == 1, "the device to be reported")
-            assert f"{odd}: cannot read: a character device, not a regular file" in status.errors[-1].message
+            replace_while_running(service, expect, odd, "dev-zero")
             append_rest(other)
             expect.same(service=service)
             assert service_rss_mb(service) < 150
@@ -152,10 +162,7 @@ class TestReplacedWhileRunning:
             )
             assert f"{odd}: cannot read: Permission denied" in status.errors[-1].message
             append_rest(other)
-            wanted = expect_one(other, expect)[session_id(other)]
-            wait_for(
-                lambda: records(archive).get(session_id(other)) == wanted, what="the other session's record"
-            )
+            other_served(other, archive, expect)
             odd.chmod(0o644)
             append(odd, b"\n")  # the write that makes the service look again (a retry would too)
             expect.same(service=service)
@@ -180,10 +187,7 @@ class TestAtTheNextStart:
                 lambda s: s.running and s.retrying_files == 1, "the unreadable file to be reported"
             )
             assert f"{odd}: cannot read: Permission denied" in status.errors[-1].message
-            wanted = expect_one(other, expect)[session_id(other)]
-            wait_for(
-                lambda: records(archive).get(session_id(other)) == wanted, what="the other session's record"
-            )
+            other_served(other, archive, expect)
             odd.chmod(0o644)
             append(odd, b"\n")
             expect.same(service=service)
@@ -198,12 +202,7 @@ class TestAtTheNextStart:
             assert stop_quickly(service) < STOP_SECONDS
         expect.kept.add(session_id(odd))
         odd.unlink()
-        if kind == "folder":
-            odd.mkdir()
-        elif kind == "fifo":
-            os.mkfifo(odd)
-        else:
-            odd.symlink_to("/dev/zero")
+        NOT_REGULAR[kind][0](odd)
         append_rest(other)
         with ServiceProcess([odd.parent.parent], archive).start() as service:
             expect.same(service=service)

@@ -16,7 +16,10 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.pi_sessions import PiSession
 from tests.support.summaries import MODEL, summaries
 
-pytestmark = pytest.mark.timeout(60)
+# A run with a model imports litellm first: CPU-bound, 15 s at a load of 6 and over 20 s at 9;
+# a test here may start two such runs. The deadlines leave room for that, not for a slow model.
+RUN_SECONDS = 100
+pytestmark = pytest.mark.timeout(2 * RUN_SECONDS + 20)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -24,18 +27,25 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         [sys.executable, "-m", "pbot_watch", *args],
         capture_output=True,
         text=True,
-        timeout=50,
+        timeout=RUN_SECONDS,
         env={**os.environ, **(env or {})},
         check=False,
     )
 
 
+def roots(folder: Path) -> tuple[str, ...]:
+    """``--sessions`` and ``--archive`` of a folder as the ``history`` fixture lays it out."""
+    return ("--sessions", str(folder / "sessions"), "--archive", str(folder / "archive"))
+
+
+def model_flags(server: OpenAIServer) -> tuple[str, ...]:
+    return ("--model", MODEL, "--api-base", server.base_url)
+
+
 class TestSummarizeCommand:
     def test_offline_without_a_model(self, history: Path) -> None:
         """Indexes, then fills every summary offline; says what it did."""
-        result = cli(
-            "summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive")
-        )
+        result = cli("summarize", *roots(history))
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("2 summaries written (0 from cache, 0 model calls")
         assert "1 session, 1 record written" in result.stderr
@@ -48,7 +58,7 @@ class TestSummarizeCommand:
         pi = PiSession("s-main", "/w")
         pi.exchanges(12)  # three summaries, none above them
         pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
-        where = ("--sessions", str(tmp_path / "sessions"), "--archive", str(tmp_path / "archive"))
+        where = roots(tmp_path)
         nothing = cli("summarize", *where, "--limit", "0")
         assert nothing.returncode == 0, nothing.stderr
         assert nothing.stdout.startswith("0 summaries written"), nothing.stdout
@@ -68,8 +78,8 @@ class TestSummarizeCommand:
     @pytest.mark.slow
     def test_model_from_flags_and_environment(self, history: Path, server: OpenAIServer) -> None:
         """--model/--api-base pick the model and --limit stops after N summaries; PBOT_WATCH_MODEL works too."""
-        where = ("--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
-        result = cli("summarize", *where, "--model", MODEL, "--api-base", server.base_url, "--limit", "1")
+        where = roots(history)
+        result = cli("summarize", *where, *model_flags(server), "--limit", "1")
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("1 summaries written (0 from cache, 1 model calls")
         assert "--limit reached" in result.stdout
@@ -84,17 +94,7 @@ class TestSummarizeCommand:
     def test_auth_error_is_reported(self, history: Path, server: OpenAIServer) -> None:
         """A refused key fails the nodes (not retried) and the error is shown."""
         server.default = Reply.unauthorized()
-        result = cli(
-            "summarize",
-            "--sessions",
-            str(history / "sessions"),
-            "--archive",
-            str(history / "archive"),
-            "--model",
-            MODEL,
-            "--api-base",
-            server.base_url,
-        )
+        result = cli("summarize", *roots(history), *model_flags(server))
         assert result.returncode == 0, result.stderr
         assert "1 failed" in result.stdout
         assert "refuses requests" in result.stdout
@@ -106,26 +106,13 @@ class TestSummarizeCommand:
         """SIGINT aborts the request in flight (the server sees it) and exits 130, nothing written."""
         server.default = Reply.hanging()
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pbot_watch",
-                "summarize",
-                "--sessions",
-                str(history / "sessions"),
-                "--archive",
-                str(history / "archive"),
-                "--model",
-                MODEL,
-                "--api-base",
-                server.base_url,
-            ],
+            [sys.executable, "-m", "pbot_watch", "summarize", *roots(history), *model_flags(server)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         try:
-            server.wait_for_requests(1, timeout=30)
+            server.wait_for_requests(1, timeout=RUN_SECONDS)  # after litellm's import
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=20)
         finally:
@@ -141,7 +128,7 @@ class TestSummarizeCommand:
 class TestStatusImportsNoLitellm:
     def test_status_json_has_summaries_without_litellm(self, history: Path) -> None:
         """The summary status is read from SQLite; computing it never imports litellm."""
-        cli("summarize", "--sessions", str(history / "sessions"), "--archive", str(history / "archive"))
+        cli("summarize", *roots(history))
         code = (
             "import json, sys\n"
             "from pbot_watch.config import load_settings\n"
