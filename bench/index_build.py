@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import cProfile
 import io
-import json
 import multiprocessing
 import os
 import pstats
@@ -159,27 +158,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    from figures import bench_parser, show_figures
     from index_throughput import corpus_arguments
 
+    parser = bench_parser(__doc__)
     corpus_arguments(parser)
     parser.add_argument("--out", type=Path, help="corpus folder, reused if present (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp corpus")
     parser.add_argument("--skip-memory", action="store_true", help="only the history index")
     parser.add_argument("--profile", choices=["history", "memory"], help="print a cProfile of one phase")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    figures = run(args)
-    if args.json:
-        print(json.dumps(figures, indent=2))
-        return
-    for name, values in figures.items():
-        print(name)
-        for key, value in values.items():
-            print(f"  {key}: {value}")
+    show_figures(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

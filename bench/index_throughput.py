@@ -431,27 +431,19 @@ def corpus_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    from figures import bench_parser, show_figures
+
+    parser = bench_parser(__doc__)
     corpus_arguments(parser)
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; medians are shown")
     parser.add_argument("--out", type=Path, help="write the corpus here and keep it (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp corpus")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one in-process pass")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     figures = run(args)
-    if args.json:
-        print(json.dumps(figures, ensure_ascii=False, indent=2))
-        return
-    profile = figures.pop("profile", None)
-    for name, value in figures.items():
-        if isinstance(value, dict):
-            print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in value.items()))
-        else:
-            print(f"{name}: {value}")
+    profile = None if args.json else figures.pop("profile", None)
+    show_figures(figures, as_json=args.json)
     if profile:
         print(profile)
 

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -227,6 +228,24 @@ def asked_at(conversation: dict[str, Any]) -> datetime:
     return max(dates, default=datetime(2023, 1, 1, tzinfo=UTC)) + timedelta(days=1)
 
 
+def questions(
+    data: list[dict[str, Any]], texts: dict[str, str], *, scored_only: bool = False
+) -> Iterator[tuple[dict[str, Any], str, dict[str, Any], set[str]]]:
+    """Each question whose evidence turns are in ``texts``: its conversation, sample id, the
+    question and those turns. One with none is not asked: no search could find its answer.
+    ``scored_only``: the exchange measure's categories only (``SCORED_CATEGORIES``).
+    """
+    for conversation in data:
+        sample = conversation["sample_id"]
+        for qa in conversation["qa"]:
+            if scored_only and qa.get("category") not in SCORED_CATEGORIES:
+                continue
+            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str)}
+            evidence = {e for e in evidence if f"{sample}/{e}" in texts}
+            if evidence:
+                yield conversation, sample, qa, evidence
+
+
 def exchange_measure(
     index: SearchIndex,
     data: list[dict[str, Any]],
@@ -236,21 +255,13 @@ def exchange_measure(
 ) -> dict[str, list[float]]:
     """The exchange measure's per-question values, under ``all`` and each category's label."""
     totals: dict[str, list[float]] = defaultdict(list)
-    for conversation in data:
-        sample = conversation["sample_id"]
+    for conversation, sample, qa, evidence in questions(data, texts, scored_only=True):
         now = asked_at(conversation)
-        for qa in conversation["qa"]:
-            if qa.get("category") not in SCORED_CATEGORIES:
-                continue
-            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str)}
-            evidence = {e for e in evidence if f"{sample}/{e}" in texts}
-            if not evidence:
-                continue
-            found = exchange_turns(index, str(qa["question"]), sample, entries, ranking, now)
-            value = len(evidence & found) / len(evidence)
-            totals["all"].append(value)
-            totals[CATEGORIES[qa["category"]]].append(value)
-            totals[sample].append(value)
+        found = exchange_turns(index, str(qa["question"]), sample, entries, ranking, now)
+        value = len(evidence & found) / len(evidence)
+        totals["all"].append(value)
+        totals[CATEGORIES[qa["category"]]].append(value)
+        totals[sample].append(value)
     return totals
 
 
@@ -273,30 +284,22 @@ def plain_bm25_exchanges(
         ).fetchall(),
     )
     totals: dict[str, list[float]] = defaultdict(list)
-    for conversation in data:
-        sample = conversation["sample_id"]
-        for qa in conversation["qa"]:
-            if qa.get("category") not in SCORED_CATEGORIES:
-                continue
-            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str)}
-            evidence = {e for e in evidence if f"{sample}/{e}" in texts}
-            if not evidence:
-                continue
-            words = re.findall(r"\w+", str(qa["question"]).lower())
-            found: set[str] = set()
-            if words:
-                query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-                for (entry_ids,) in conn.execute(
-                    "SELECT entry_ids FROM exchanges WHERE exchanges MATCH ? AND workspace = ? "
-                    "ORDER BY bm25(exchanges) LIMIT ?",
-                    (query, f"/locomo/{sample}", EXCHANGE_HITS),
-                ):
-                    for entry in json.loads(entry_ids):
-                        found.update(entries.get(entry, []))
-            value = len(evidence & found) / len(evidence)
-            totals["all"].append(value)
-            totals[CATEGORIES[qa["category"]]].append(value)
-            totals[sample].append(value)
+    for _conversation, sample, qa, evidence in questions(data, texts, scored_only=True):
+        words = re.findall(r"\w+", str(qa["question"]).lower())
+        found: set[str] = set()
+        if words:
+            query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+            for (entry_ids,) in conn.execute(
+                "SELECT entry_ids FROM exchanges WHERE exchanges MATCH ? AND workspace = ? "
+                "ORDER BY bm25(exchanges) LIMIT ?",
+                (query, f"/locomo/{sample}", EXCHANGE_HITS),
+            ):
+                for entry in json.loads(entry_ids):
+                    found.update(entries.get(entry, []))
+        value = len(evidence & found) / len(evidence)
+        totals["all"].append(value)
+        totals[CATEGORIES[qa["category"]]].append(value)
+        totals[sample].append(value)
     return totals
 
 
@@ -382,22 +385,16 @@ def main() -> None:
     index = SearchIndex(work / "search.db")
     index.update_from_archive([RecordFolder(archive, None)])
     totals: dict[str, list[float]] = defaultdict(list)
-    for conversation in data:
-        sample = conversation["sample_id"]
-        for qa in conversation["qa"]:
-            evidence = {e.strip() for e in qa.get("evidence", []) if isinstance(e, str)}
-            evidence = {e for e in evidence if f"{sample}/{e}" in texts}
-            if not evidence:
-                continue
-            question = str(qa["question"])
-            result = search_history(index, question, match="terms", workspace=f"/locomo/{sample}", limit=HITS)
-            hits = [Hit(read_node(index, m.id, limit=1).source.entry_ids) for m in result.matches]
-            ranked = ranked_turns(hits, entries, texts, sample, question)
-            label = CATEGORIES.get(qa.get("category"), str(qa.get("category")))
-            for k in (5, 10):
-                value = len(evidence & set(ranked[:k])) / len(evidence)
-                totals[f"all@{k}"].append(value)
-                totals[f"{label}@{k}"].append(value)
+    for _conversation, sample, qa, evidence in questions(data, texts):
+        question = str(qa["question"])
+        result = search_history(index, question, match="terms", workspace=f"/locomo/{sample}", limit=HITS)
+        hits = [Hit(read_node(index, m.id, limit=1).source.entry_ids) for m in result.matches]
+        ranked = ranked_turns(hits, entries, texts, sample, question)
+        label = CATEGORIES.get(qa.get("category"), str(qa.get("category")))
+        for k in (5, 10):
+            value = len(evidence & set(ranked[:k])) / len(evidence)
+            totals[f"all@{k}"].append(value)
+            totals[f"{label}@{k}"].append(value)
     exchanges = exchange_measure(index, data, entries, texts)
     naive = plain_bm25_exchanges(index, data, entries, texts)
     ablations: dict[str, dict[str, list[float]]] = {}
@@ -450,27 +447,20 @@ def plain_bm25(data: list[dict[str, Any]], texts: dict[str, str]) -> dict[int, f
         [(key.split("/", 1)[0], key.split("/", 1)[1], text) for key, text in texts.items()],
     )
     scores: dict[int, list[float]] = {5: [], 10: []}
-    for conversation in data:
-        sample = conversation["sample_id"]
-        for qa in conversation["qa"]:
-            evidence = {
-                e.strip()
-                for e in qa.get("evidence", [])
-                if isinstance(e, str) and f"{sample}/{e.strip()}" in texts
-            }
-            words = re.findall(r"\w+", str(qa["question"]).lower())
-            if not evidence or not words:
-                continue
-            query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-            ranked = [
-                d
-                for (d,) in conn.execute(
-                    "SELECT dia FROM turns WHERE turns MATCH ? AND sample = ? ORDER BY bm25(turns) LIMIT 10",
-                    (query, sample),
-                )
-            ]
-            for k, found in scores.items():
-                found.append(len(evidence & set(ranked[:k])) / len(evidence))
+    for _conversation, sample, qa, evidence in questions(data, texts):
+        words = re.findall(r"\w+", str(qa["question"]).lower())
+        if not words:
+            continue
+        query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+        ranked = [
+            d
+            for (d,) in conn.execute(
+                "SELECT dia FROM turns WHERE turns MATCH ? AND sample = ? ORDER BY bm25(turns) LIMIT 10",
+                (query, sample),
+            )
+        ]
+        for k, found in scores.items():
+            found.append(len(evidence & set(ranked[:k])) / len(evidence))
     return {k: sum(v) / len(v) for k, v in scores.items() if v}
 
 

@@ -171,11 +171,10 @@ def shared_counts(shared: Path) -> dict[str, Any]:
 
 
 def main() -> None:
+    from figures import bench_parser, show_figures
     from index_throughput import corpus_arguments
 
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_parser(__doc__)
     corpus_arguments(parser)
     parser.set_defaults(size_mb=20.0, sessions=40)
     parser.add_argument("--exchanges", type=int, help="exchanges per session (as bench/first_run.py)")
@@ -186,7 +185,6 @@ def main() -> None:
     parser.add_argument(
         "--shared", type=Path, help="also count redactions in PATH/fixtures and PATH/data/locomo"
     )
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="pbot-redact-"))
     try:
@@ -205,16 +203,7 @@ def main() -> None:
     finally:
         if args.out is None:
             shutil.rmtree(out, ignore_errors=True)
-    if args.json:
-        print(json.dumps(figures, indent=2))
-        return
-    for name, values in figures.items():
-        print(name)
-        if isinstance(values, dict):
-            for key, value in values.items():
-                print(f"  {key}: {value}")
-        else:
-            print(f"  {values}")
+    show_figures(figures, as_json=args.json)
 
 
 if __name__ == "__main__":
