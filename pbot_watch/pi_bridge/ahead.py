@@ -38,9 +38,11 @@ KEPT_FILES = 4
 class MemoryAhead:
     """The session files whose raw memory the child builds between requests, newest named first."""
 
-    def __init__(self, settings: Settings, piece: int = AHEAD_PIECE) -> None:
+    def __init__(self, settings: Settings, piece: int = AHEAD_PIECE, wait: float = BEFORE_QUERY_S) -> None:
         self.settings = settings
         self.piece = piece
+        self.wait = wait
+        """How long ``before_query`` lets the build go on."""
         self._left: OrderedDict[Path, int | None] = OrderedDict()
         """Each file's bytes left to build at its last step (``None``: not stepped yet)."""
         self.bytes_read = 0
@@ -64,10 +66,14 @@ class MemoryAhead:
                 break
         return any(left != 0 for left in self._left.values())
 
-    def before_query(self, path: Path, seconds: float = BEFORE_QUERY_S) -> bool:
-        """Build ``path`` for at most ``seconds``; whether bytes are still left (the query then answers from what is built)."""
+    def left(self, path: Path) -> int | None:
+        """Bytes of ``path`` its raw memory did not hold at the last step (``None``: not stepped yet)."""
+        return self._left.get(path)
+
+    def before_query(self, path: Path) -> bool:
+        """Build ``path`` for at most ``wait`` seconds; whether bytes are still left (the query then answers from what is built)."""
         self.watch(path)
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + self.wait
         while self.behind(path) and path in self._left:
             self._step(path)
             if time.monotonic() >= deadline:

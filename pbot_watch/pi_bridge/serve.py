@@ -70,6 +70,10 @@ IDLE_FOLLOW_S = 1.0
 """How often an idle child looks whether the session files it follows grew (a ``stat`` each)."""
 MEMORY_TOOLS = frozenset({"search_memory", "recall_memory"})
 """The tools that read the pinned session's raw memory (built ahead, ``ahead.py``)."""
+STILL_BUILDING = (
+    "\nNote: this session's raw memory is still being built ({mb} MB of its file not read yet): a "
+    "handle or entry of that part is unknown until then; try again in a minute."
+)
 
 RequestId = int | str | None
 
@@ -196,19 +200,25 @@ class Child:
         if self._records is None:
             self._records = RecordCatchUp(self.settings)  # kept: it reads only what was appended since
         scope = memory_scope(params.scope)
+        building: int | None = None
         if scope is not None and scope.session_file is not None:
             if self.settings.cues.enabled:
                 self.followed().watch(scope.session_file)  # its cues will be asked for: read it while idle
             if params.name in MEMORY_TOOLS and self.ahead().before_query(scope.session_file):
                 # Still being built: answer from what is (the result says the session is not all
                 # searched); the branch is the built part's, the current entry not read yet.
+                building = self.ahead().left(scope.session_file)
                 scope = replace(scope, leaf=None, read_at_most=0)
         answer = call(params.name, params.arguments, self.settings, scope=scope, records=self._records)
         failure = None if answer.failure is None else answer.failure.value
+        text = answer.text
+        if building is not None and failure == "arguments":
+            # A cue's handle names a source of the part not built yet: not the model's mistake.
+            text += STILL_BUILDING.format(mb=max(1, round(building / 1e6)))
         # Pi shows the structured result to the person (/history, the tool's rendering): labels as they read them.
         query = params.arguments.get("query") if isinstance(params.arguments, dict) else None
         structured = for_person(answer.structured, language(self.settings.display_labels), str(query or ""))
-        return ToolReply(text=answer.text, structured=structured, failure=failure)  # type: ignore[arg-type]
+        return ToolReply(text=text, structured=structured, failure=failure)  # type: ignore[arg-type]
 
 
 def memory_scope(scope: Scope | None) -> MemoryScope | None:

@@ -10,9 +10,12 @@ import pytest
 
 from pbot_watch.config import Settings, load_settings
 from pbot_watch.memory.cue_follow import FollowedCues, clean_ledgers
+from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import MemorySync, refresh_memory, sync_memory_file
 from pbot_watch.memory.query import MemoryScope
 from pbot_watch.pi_bridge.ahead import MemoryAhead
+from pbot_watch.pi_bridge.protocol import Scope, ToolParams
+from pbot_watch.pi_bridge.serve import Child
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.tools.registry import call
 from tests.memory.work import Work
@@ -120,6 +123,28 @@ class TestBuiltAhead:
         assert not ahead.before_query(path)
         assert ahead.bytes_read == 0
         assert not ahead.step()
+
+
+class TestTheChildDuringTheBuild:
+    def test_a_recall_of_the_part_not_built_says_so(self, settings: Settings, tmp_path: Path) -> None:
+        """A cue's handle of the newest turns is not "fix your arguments" alone: the note says why."""
+        path = tmp_path / "pi" / "s.jsonl"
+        long_session(path)
+        child = Child(settings)
+        child._ahead = MemoryAhead(settings, piece=path.stat().st_size // 8, wait=0)  # one piece per query
+        scope = Scope(sessionFile=str(path), sessionId="sess-ahead")
+        late = make_handle("sess-ahead", f"t{WORDS - 1}", 0)
+        reply = child.tool(ToolParams(name="recall_memory", arguments={"handle": late}, scope=scope))
+        assert reply.failure == "arguments"
+        assert "still being built" in reply.text
+        searched = child.tool(ToolParams(name="search_memory", arguments={"query": "wombat"}, scope=scope))
+        assert searched.structured is not None
+        assert searched.structured["sessionsNotSearched"] == 1
+        while child._ahead.step():
+            pass
+        reply = child.tool(ToolParams(name="recall_memory", arguments={"handle": late}, scope=scope))
+        assert reply.failure is None, reply.text
+        assert "still being built" not in reply.text
 
 
 class TestPinnedOutsideTheRoots:
