@@ -57,8 +57,9 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 MARKER_PREFIX = "[redacted:"
@@ -69,12 +70,47 @@ Guard = Callable[[re.Match[str]], bool]
 _SECRET_GROUPS = ("secret", "bare")
 
 
+class LazyPattern:
+    """A regular expression compiled on its first use, not when the table is imported.
+
+    Compiling every rule and guard costs a process tens of milliseconds, and most never need
+    one: a command's output is scrubbed, but text with no anchor in it (nearly all of it) is
+    answered by the prefilter alone. A pattern is compiled where its anchor first occurs.
+    """
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source = source
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        return self.compiled.groupindex
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.match(text, pos, endpos)
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.search(text, pos, endpos)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One row of the table (see the module's docstring)."""
 
     kind: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     """Matched (``Pattern.match``) where an anchor occurs; it may look behind that place."""
     anchors: tuple[str, ...]
     """The literal text a match starts with; only where one occurs is ``pattern`` tried."""
@@ -135,7 +171,7 @@ def entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = LazyPattern(
     r"""^(?:
         \$.*                      # $VAR, ${VAR}, $(cmd)
       | %.*                       # %s, %(name)s
@@ -167,24 +203,24 @@ _NOT_VALUES = _words(  # and the keywords that follow ``if not password:``
 )
 """Words that stand where a value would, in code, schemas and docs: ``password: string``."""
 
-_REFERENCE = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+$")
+_REFERENCE = LazyPattern(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+$")
 """``self.token``, ``os.environ.X``, ``settings.api_key``: a dotted name, not a literal."""
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+_IDENTIFIER = LazyPattern(r"^[A-Za-z_]\w*$")
 
-_KIND_WORDS = re.compile(r"pass|secret|token|key|auth|cred", re.IGNORECASE)
+_KIND_WORDS = LazyPattern(r"pass|secret|token|key|auth|cred", re.IGNORECASE)
 
-_PROSE = re.compile(r"^[^\W\d_]+(?:[ ,.'!?-]+[^\W\d_]+)+[.!?]?$")
+_PROSE = LazyPattern(r"^[^\W\d_]+(?:[ ,.'!?-]+[^\W\d_]+)+[.!?]?$")
 """Two or more words of letters: a label or a sentence (``"password": "Mot de passe"``)."""
 
-_TYPE_NAMES = re.compile(r"^(?:[A-Z][A-Za-z]*|Optional\[.*|list\[.*|dict\[.*)$")
+_TYPE_NAMES = LazyPattern(r"^(?:[A-Z][A-Za-z]*|Optional\[.*|list\[.*|dict\[.*)$")
 """A type in an annotation (``token: SecretStr``); a value with a digit in it is no type name."""
 
 
-_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$")
+_NUMBER = LazyPattern(r"^[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$")
 _ENVIRONMENT = ("os.environ", "process.env", "env.", "env:", "ENV[", "secrets.", "vault:")
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
-_SYMBOLS = re.compile(r"[\d!@#$%^&*+=?~/|]")
+_SYMBOLS = LazyPattern(r"[\d!@#$%^&*+=?~/|]")
 
 
 def _key_before(text: str, end: int) -> tuple[str, str]:
@@ -196,10 +232,10 @@ def _key_before(text: str, end: int) -> tuple[str, str]:
     return text[start:end], text[line_start:start]
 
 
-_SNAKE = re.compile(r"^_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*$|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+_SNAKE = LazyPattern(r"^_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*$|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 """``final_value``, ``input_rate``, ``AZURE_CLIENT_SECRET``: a variable or a variable's name."""
 
-_GENERIC = re.compile(r"^[A-Z]\w*\[.*\]$")
+_GENERIC = LazyPattern(r"^[A-Z]\w*\[.*\]$")
 """``"Token[Mapping[str, str] | None]"``: a type in quotes."""
 
 
@@ -255,9 +291,9 @@ _OP = r"""\\?["']?[ \t]*(?:=>|:=|[:=])[ \t]*"""
 """Between a key and its value: ``=``, ``: ``, ``" = "``, ``\\": \\"``, ``=>``, ``:=``."""
 
 
-def _assignment(words: str) -> re.Pattern[str]:
+def _assignment(words: str) -> LazyPattern:
     """``<key ending in one of words> <op> <value>`` in env, shell, JSON, YAML, TOML and flag shapes."""
-    return re.compile(
+    return LazyPattern(
         rf"""(?:{words})(?![A-Za-z0-9])
              (?P<op>{_OP}|[ \t]+)
              (?:{_VALUE})""",
@@ -277,7 +313,7 @@ def _assignment_rule(kind: str, words: str, anchors: tuple[str, ...]) -> Rule:
     return Rule(kind, _assignment(words), anchors, guard=_assignment_guard(words_too=kind == "password"))
 
 
-_AWS_SECRET = re.compile(
+_AWS_SECRET = LazyPattern(
     rf"""aws_?secret(?:_?access)?_?key{_OP}\\?["']?
         (?P<secret>[A-Za-z0-9/+=]{{40}})(?![A-Za-z0-9/+=])""",
     re.VERBOSE | re.IGNORECASE,
@@ -286,14 +322,14 @@ _AWS_SECRET = re.compile(
 _HINTS = ("key", "auth", "cred", "cookie", "salt", "seed", "sign")
 
 # The entropy tier: a key naming a credential loosely, then a long run of token characters.
-_ENTROPY = re.compile(
+_ENTROPY = LazyPattern(
     rf"""(?i:{"|".join(_HINTS)})(?P<rest>[\w.\-]{{0,40}}?){_OP}\\?["']?
         (?P<secret>[A-Za-z0-9+/_\-.~]{{20,}}={{0,2}})(?![A-Za-z0-9+/_\-.~=])""",
     re.VERBOSE,
 )
 
-_KEY_PART = re.compile(r"[A-Za-z0-9]+$")
-_LAST_WORD = re.compile(r"(?:[A-Z]?[a-z0-9]+|[A-Z0-9]+)$")
+_KEY_PART = LazyPattern(r"[A-Za-z0-9]+$")
+_LAST_WORD = LazyPattern(r"(?:[A-Z]?[a-z0-9]+|[A-Z0-9]+)$")
 
 _NOT_SECRET_WORDS = _words(
     """id ids uid uuid guid hash sha sha1 sha256 sha512 md5 digest checksum integrity etag commit
@@ -304,7 +340,7 @@ _NOT_SECRET_WORDS = _words(
 )
 """The last word of a key whose value, however random it looks, is not a credential."""
 
-_NOT_SECRET_VALUES = re.compile(
+_NOT_SECRET_VALUES = LazyPattern(
     r"""^(?:
         [0-9a-fA-F]+                                  # a hex digest
       | [0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}   # a UUID
@@ -352,7 +388,7 @@ _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA",
 RULES: tuple[Rule, ...] = (
     Rule(
         "private-key",
-        re.compile(
+        LazyPattern(
             r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
             r"(?:[\s\S]{0,65536}?-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
             r"|(?:\\[nr]|[\sA-Za-z0-9+/=:,\-])*)"
@@ -361,29 +397,31 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "anthropic",
-        re.compile(rf"{_B}sk-ant-[a-z]{{2,10}}\d{{0,3}}-[A-Za-z0-9_\-]{{20,}}{_E}"),
+        LazyPattern(rf"{_B}sk-ant-[a-z]{{2,10}}\d{{0,3}}-[A-Za-z0-9_\-]{{20,}}{_E}"),
         ("sk-",),
     ),
     Rule(
         "openai",
-        re.compile(rf"{_B}sk-(?:(?:proj|svcacct|admin|None)-)?(?P<body>[A-Za-z0-9_\-]{{20,}}){_E}"),
+        LazyPattern(rf"{_B}sk-(?:(?:proj|svcacct|admin|None)-)?(?P<body>[A-Za-z0-9_\-]{{20,}}){_E}"),
         ("sk-",),
         guard=_mixed("body"),
     ),
     Rule(
         "github",
-        re.compile(rf"{_B}(?:gh[pousr]_[A-Za-z0-9]{{36,251}}|github_pat_[A-Za-z0-9_]{{40,}}){_E}"),
+        LazyPattern(rf"{_B}(?:gh[pousr]_[A-Za-z0-9]{{36,251}}|github_pat_[A-Za-z0-9_]{{40,}}){_E}"),
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     Rule(
         "gitlab",
-        re.compile(rf"{_B}gl(?:pat|dt|rt|ptt|ft|soat|cbt|oas|imt|agent)-(?P<body>[A-Za-z0-9_\-]{{20,}}){_E}"),
+        LazyPattern(
+            rf"{_B}gl(?:pat|dt|rt|ptt|ft|soat|cbt|oas|imt|agent)-(?P<body>[A-Za-z0-9_\-]{{20,}}){_E}"
+        ),
         ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glcbt-", "gloas-", "glimt-", "glagent-"),
         guard=_letters_and_digits("body"),
     ),
     Rule(
         "slack",
-        re.compile(
+        LazyPattern(
             rf"{_B}(?:xox[abposr]-(?P<body>[A-Za-z0-9\-]{{10,}})|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)"
             r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}"
         ),
@@ -392,37 +430,37 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "stripe",
-        re.compile(rf"{_B}(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}|whsec_[A-Za-z0-9]{{24,}}){_E}"),
+        LazyPattern(rf"{_B}(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}|whsec_[A-Za-z0-9]{{24,}}){_E}"),
         ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
     ),
     Rule(
         "google",
-        re.compile(
+        LazyPattern(
             rf"{_B}(?:AIza[0-9A-Za-z_\-]{{35}}|ya29\.[0-9A-Za-z_\-]{{30,}}|GOCSPX-[0-9A-Za-z_\-]{{28}}){_E}"
         ),
         ("AIza", "ya29.", "GOCSPX-"),
     ),
     Rule(
         "aws-access-key-id",
-        re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(_AWS_PREFIXES)})[A-Z0-9]{{16}}(?![A-Za-z0-9])"),
+        LazyPattern(rf"(?<![A-Za-z0-9])(?:{'|'.join(_AWS_PREFIXES)})[A-Z0-9]{{16}}(?![A-Za-z0-9])"),
         _AWS_PREFIXES,
     ),
     Rule("aws-secret-access-key", _AWS_SECRET, cased("aws")),
-    Rule("npm", re.compile(rf"{_B}npm_[A-Za-z0-9]{{36}}{_E}"), ("npm_",)),
+    Rule("npm", LazyPattern(rf"{_B}npm_[A-Za-z0-9]{{36}}{_E}"), ("npm_",)),
     Rule(
         "huggingface",
-        re.compile(rf"{_B}hf_(?P<body>[A-Za-z0-9]{{34,40}}){_E}"),
+        LazyPattern(rf"{_B}hf_(?P<body>[A-Za-z0-9]{{34,40}}){_E}"),
         ("hf_",),
         guard=_cases("body"),
     ),
     Rule(
         "jwt",
-        re.compile(rf"{_B}eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}{_E}"),
+        LazyPattern(rf"{_B}eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}{_E}"),
         ("eyJ",),
     ),
     Rule(
         "bearer",
-        re.compile(
+        LazyPattern(
             r"""(?:[Bb]earer|BEARER
                   |(?i:authorization)\\?["']?[ \t]*[:=][ \t]*\\?["']?(?:(?:Basic|Token|token|Digest|Bearer|bearer)(?=[ \t]))?)
                 [ \t]*(?P<secret>[A-Za-z0-9\-._~+/]{12,}=*)""",
@@ -436,7 +474,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "url-credentials",
-        re.compile(
+        LazyPattern(
             r"(?<=[A-Za-z0-9])://[^\s:/@?#\"'<>\[\]]{1,128}:(?P<secret>[^\s@/\"'<>]{1,256})@(?=[A-Za-z0-9\[])"
         ),
         ("://",),
@@ -495,13 +533,13 @@ def _prefilter() -> Callable[[str], Sequence[re.Match[str]]]:
     try:
         import re2  # type: ignore[import-untyped]  # noqa: PLC0415 - optional at run time
     except ImportError:  # pragma: no cover - the wheel is a dependency; this is its fallback
-        slow_only = re.compile(_trie(ANCHORS)).finditer
+        slow_only = LazyPattern(_trie(ANCHORS)).finditer
         return lambda text: list(slow_only(text))
     options = re2.Options()
     options.never_capture = True
     compiled = re2.compile("|".join(re.escape(anchor) for anchor in longest_first), options)
     first, fast = compiled.search, compiled.finditer
-    slow = re.compile(_trie(ANCHORS)).finditer
+    slow = LazyPattern(_trie(ANCHORS)).finditer  # for the rare text RE2 cannot read
 
     def finditer(text: str) -> Sequence[re.Match[str]]:
         try:
@@ -516,8 +554,19 @@ def _prefilter() -> Callable[[str], Sequence[re.Match[str]]]:
 PREFILTER_FINDITER = _prefilter()
 """One scan finds every place an anchor occurs (the longest anchor at each place)."""
 
-RULES_AT: dict[str, tuple[Rule, ...]] = {
-    found: tuple(rule for rule in RULES if any(found.startswith(anchor) for anchor in rule.anchors))
-    for found in ANCHORS
-}
+
+def _rules_at() -> dict[str, tuple[Rule, ...]]:
+    """Each anchor's rules, found by looking up the anchor's prefixes (not every rule against every anchor)."""
+    by_anchor: dict[str, set[Rule]] = {}
+    for rule in RULES:
+        for anchor in rule.anchors:
+            by_anchor.setdefault(anchor, set()).add(rule)
+    table = {}
+    for found in ANCHORS:
+        starting = set().union(*(by_anchor.get(found[:end], ()) for end in range(1, len(found) + 1)))
+        table[found] = tuple(rule for rule in RULES if rule in starting)
+    return table
+
+
+RULES_AT: dict[str, tuple[Rule, ...]] = _rules_at()
 """For each anchor the prefilter can report, the rules to try there (their anchor starts it)."""
