@@ -17,7 +17,8 @@ Why a pydantic model per tool and not a Python signature: pbot and pi-echo name 
 passes a bad argument needs to be told in one sentence what to change.
 
 This module imports pydantic and nothing of search or SQLite: the command line builds its
-options from it at start-up.
+options from it at start-up. The models are deferred (``defer_build``): the options need only
+the fields, and a command builds the validator of the one model it validates.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class ToolArguments(BaseModel):
     as the schema (``additionalProperties: false``) says.
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+    # Deferred: a command validates one model; building the others' validators is start-up it waits for.
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", defer_build=True)
 
 
 @dataclass(frozen=True)
