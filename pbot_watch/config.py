@@ -14,9 +14,7 @@ relative path must never reach it unanchored.
 
 from __future__ import annotations
 
-import difflib
 import os
-import tomllib
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,6 +287,8 @@ def _read_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise SettingsError(f"cannot read config file {path}: {error}") from error
+    import tomllib  # noqa: PLC0415 - only a process that has a config file pays for the parser
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -330,6 +330,8 @@ def _from_flags(flags: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _suggest(key: str) -> str:
+    import difflib  # noqa: PLC0415 - only a mistake needs it
+
     close = difflib.get_close_matches(key, list(Settings.model_fields), n=1)
     return f"; did you mean {close[0]}?" if close else ""
 
@@ -345,6 +347,8 @@ def _describe(error: ValidationError, origins: dict[str, Origin]) -> str:
             fields = (
                 list(table.model_fields) if isinstance(table, type) and issubclass(table, BaseModel) else []
             )
+            import difflib  # noqa: PLC0415 - only a mistake needs it
+
             close = difflib.get_close_matches(sub, fields, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             lines.append(f"{key}.{sub} ({place}): unknown setting of [{key}]{hint}")

@@ -10,7 +10,6 @@ with the standard library only; ``config.py`` builds on them.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 ENV_PREFIX = "PBOT_WATCH_"
@@ -64,8 +63,14 @@ def state_dir_unvalidated() -> Path:
         return anchored(configured, Path.cwd())
     path = default_config_path()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return default_state_dir()
+    import tomllib  # noqa: PLC0415 - only a process that has a config file pays for the parser
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
         return default_state_dir()
     value = data.get("state_dir", data.get("state-dir"))
     return anchored(value, path.parent) if isinstance(value, str) and value else default_state_dir()

@@ -15,11 +15,10 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.encode import RecordEncoder
@@ -31,6 +30,9 @@ from pbot_watch.errors import PbotWatchError
 from pbot_watch.history.nodes import RecordIndexer, SessionHistory
 from pbot_watch.pi.jsonline import Malformed, loads_json
 from pbot_watch.pi.untrusted import unstorable_name
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor  # a writer pool only in batch(): a query needs none
 
 LEGACY_FIELDS = ("file",)
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -367,6 +369,8 @@ class ArchiveStore:
         hundreds of serial ones, and its reading never waits on a journal commit. Folders are
         fsynced once each at the end. The yielded dict fills with the paths whose write failed.
         """
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - keep reading commands light
+
         self._failures = {}
         self._writer = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="record-writer")
         try:
