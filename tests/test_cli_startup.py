@@ -48,7 +48,55 @@ class TestLazyCommands:
         assert sorted(main.commands) == sorted(COMMANDS)
 
 
+# What no query command needs: the service, the indexer, summaries, the team index, the edges,
+# and the modules of the standard library they bring. Each one imported is start-up a script
+# or an agent waits for on every call (bench/cli_latency.py measures it).
+NOT_FOR_QUERIES = (
+    "litellm",
+    "rich",
+    "mcp",
+    "structlog",
+    "watchdog",
+    "tokenizers",
+    "httpx",
+    "psycopg",
+    "concurrent.futures",
+    "tomllib",
+    "difflib",
+    "pbot_watch.service.run",
+    "pbot_watch.indexer",
+    "pbot_watch.summarize",
+    "pbot_watch.team",
+    "pbot_watch.mcp_server",
+    "pbot_watch.pi_bridge",
+    "pbot_watch.history.record",
+)
+
+
 class TestQueryCommands:
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ("memory", "search", "--json", "ECONNRESET"),
+            ("memory", "search", "--json"),
+            ("search", "--json", "ECONNRESET"),
+            ("search", "--json"),
+            ("read", "--json", "no-such-node"),
+        ],
+        ids=["memory search", "memory list", "search", "session list", "read"],
+    )
+    def test_query_commands_import_only_what_answers(self, tmp_path: Path, argv: tuple[str, ...]) -> None:
+        """A query with ``--json`` loads no service, indexer, summarizer, team, MCP or Pi code, no
+        terminal rendering, no thread pool, and no TOML parser when there is no config file.
+        """
+        sessions = tmp_path / "sessions"
+        sessions.mkdir()
+        assert [] == modules_after(*argv, "--sessions", str(sessions), among=NOT_FOR_QUERIES)
+
+    def test_status_imports_no_settings_parser_or_search(self) -> None:
+        """``status`` without a config file reads the status file with the standard library's json alone."""
+        assert [] == modules_after("status", among=(*NOT_FOR_QUERIES, *HEAVY))
+
     def test_memory_search_imports_no_model_client_or_terminal_code(self, tmp_path: Path) -> None:
         """``memory search --json`` (a script's or an agent's call, paid per query) imports no litellm,
         rich, MCP, logging framework, watcher or tokenizer: only what answers the query.
