@@ -16,6 +16,8 @@ from typing import Any
 from pbot_watch.history.jstext import UNDEFINED, js_truthy, locale_key, utf16_key
 
 GROUP = 4
+KEPT_KEYS = 1 << 16
+"""Sort keys of root timestamps one indexer keeps (a long session has hundreds of roots)."""
 
 # Record ids for sessions pbot-watch sees first: a UUID derived from the session id, so that
 # a one-shot index and the live watcher name a new record identically. pbot uses random v4
@@ -130,6 +132,7 @@ class RecordIndexer:
     _branch: list[dict[str, Any]] = field(default_factory=list)
     _extended: dict[str, tuple[Node, list[str], Node]] = field(default_factory=dict)
     """Trunk nodes given more parents: the node, those parents, the copy in the record."""
+    _keys: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
     reused: int = -1
     """Exchanges of the last branch kept from the last index; -1: indexed in full (for tests)."""
 
@@ -175,7 +178,7 @@ class RecordIndexer:
         nodes = {**base.nodes, **mine.nodes}
         # ``a.from.localeCompare(b.from)``: a node without time (undefined in pbot) compares as the
         # string "undefined" whenever pbot gets through the sort at all.
-        ordered_roots = sorted(mine.roots, key=lambda key: locale_key(nodes[key]["from"] or UNDEFINED))
+        ordered_roots = sorted(mine.roots, key=lambda key: self._order(nodes[key]["from"] or UNDEFINED))
         # pbot sorts every from/to with the default (UTF-16) order, missing ones last: a node
         # without a timestamp ("" here, absent in pbot) leaves the session's ``to`` empty.
         session_node = {
@@ -221,6 +224,15 @@ class RecordIndexer:
             "nodes": out,
         }
         return record
+
+    def _order(self, stamp: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``locale_key(stamp)``, kept: the roots of a long session are sorted again at each append."""
+        key = self._keys.get(stamp)
+        if key is None:
+            if len(self._keys) > KEPT_KEYS:
+                self._keys.clear()
+            key = self._keys[stamp] = locale_key(stamp)
+        return key
 
     def _named(self, node: Node, more: list[str]) -> Node:
         """A trunk node with the parents the last branch and the session add: the same copy while they are."""

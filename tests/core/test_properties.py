@@ -12,6 +12,7 @@ from pbot_watch.history.jstext import dumps
 from pbot_watch.history.nodes import RecordIndexer, index_history
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.record import HistoryRecord
+from tests.core.test_nodes import fill_summaries
 from tests.support.pi_sessions import PiSession, session_builders
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -197,15 +198,6 @@ def grown(operations: list[str], rng_picks: list[int]) -> tuple[bytes, list[int]
     return b.data(), offsets
 
 
-def summarized(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as the summarizer leaves it on disk: read back, every summary written."""
-    copy = json.loads(json.dumps(record))
-    for node in copy["nodes"]:
-        if node["kind"] == "summary":
-            node.update(text=f"summary {node['id']}", ready=True, summarizer="offline")
-    return copy
-
-
 class TestIncrementalRecord:
     @settings(SETTINGS, max_examples=200)
     @given(
@@ -233,7 +225,7 @@ class TestIncrementalRecord:
             if history is None:
                 continue
             if step < len(summarize) and summarize[step]:
-                previous = summarized(previous)
+                previous = fill_summaries(previous)
             expected = index_history(history, json.loads(json.dumps(previous)))
             previous = indexer.index(history, previous)
             assert json.dumps(expected) == json.dumps(previous)
