@@ -442,7 +442,9 @@ function registerCues(pi: ExtensionAPI, bridge: Bridge): void {
 		const file = ctx.sessionManager.getSessionFile();
 		if (file) {
 			const announced = { sessionFile: file, sessionId: ctx.sessionManager.getSessionId() };
-			bridge.request("session", announced, bridge.config.timeouts.statusMs).catch(() => undefined);
+			// The cues' deadline, not the footer's: a child still starting must not count two missed
+			// deadlines (the footer's and this one) and be killed for it.
+			bridge.request("session", announced, bridge.config.timeouts.cuesMs).catch(() => undefined);
 		}
 		refresh(ctx);
 	});
