@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pbot_watch.summarize.litellm_model import litellm
 from tests.support.openai_server import OpenAIServer
 from tests.support.pi_sessions import PiSession
 
@@ -26,3 +27,10 @@ def history(tmp_path: Path) -> Path:
     pi.exchanges(8)
     pi.write(tmp_path / "sessions" / "--w--" / "main.jsonl")
     return tmp_path
+
+
+@pytest.fixture
+def litellm_imported() -> None:
+    """litellm imported in this process before a test's clock starts: the import is CPU-bound
+    (15 s at a load of 6, more above) and would otherwise be timed as the model's lateness."""
+    litellm()

@@ -101,6 +101,7 @@ class TestCall:
 
 
 class TestCancel:
+    @pytest.mark.usefixtures("litellm_imported")
     def test_cancel_closes_the_connection_at_once(
         self, server: OpenAIServer, summarizer: LitellmSummarizer
     ) -> None:

@@ -241,6 +241,7 @@ class TestLimits:
 
 
 class TestCancel:
+    @pytest.mark.usefixtures("litellm_imported")
     def test_cancel_mid_flight_keeps_the_node_pending(self, server: OpenAIServer, tmp_path: Path) -> None:
         """The call in flight is abandoned (the server sees it), the node stays pending, the next period does it."""
         session(tmp_path, 4)
