@@ -199,20 +199,25 @@ def team_search(
         return _terms(conn, query, where, offset, limit)
     where.params["pattern"] = like_pattern(needle)
     matching = ["n.searchable", "n.text_lower LIKE %(pattern)s"]
-    clauses = list(matching)
-    tally = None if where.narrowing else Tally("literal", where.params["pattern"])
-    total = tally.total(conn) if tally is not None else None
-    tallied = total is not None
-    dense = total is not None and _dense(conn, total)
-    if not dense and len(needle) < MIN_TRIGRAM_CHARS and all(is_cjk(ch) for ch in needle):
+    narrowed = list(matching)
+    if len(needle) < MIN_TRIGRAM_CHARS and all(is_cjk(ch) for ch in needle):
         # One or two CJK characters are a term of the vector: it narrows, LIKE decides.
         where.params["token"] = tsquery_of([needle])
         # (Two indexed arms joined in a subquery: an OR of them in the WHERE scans every node.)
-        clauses.insert(
+        narrowed.insert(
             1,
             "(n.record_id, n.id) IN (SELECT record_id, id FROM pbot_nodes WHERE searchable AND "
             "terms @@ %(token)s::tsquery UNION ALL SELECT record_id, id FROM pbot_nodes WHERE capped AND searchable)",
         )
+    tally = None if where.narrowing else Tally("literal", where.params["pattern"])
+    total = tally.total(conn) if tally is not None else None
+    # The tally's count tests LIKE alone: a CJK token's narrowing, a saving for a rare needle,
+    # costs more than it saves for one in most nodes (at 1 M exchanges a plain count of "数据"
+    # took 2.5 s; its first search, narrowed in both counts, almost eight minutes).
+    total, tried = _tally_first(conn, where, tally, total, narrowed, lambda c: where.count(c, *matching))
+    tallied = total is not None
+    dense = total is not None and _dense(conn, total)
+    clauses = matching if dense else narrowed
     keys, counted = where.keys(conn, clauses, offset, limit, counted=not tallied)
     if total is None:
         total = counted if counted is not None else where.count(conn, *clauses)
@@ -226,10 +231,7 @@ def team_search(
         hit = found if found <= 0 else utf16_len(lowered[:found])
         matches.append(_match(row, text, snippet_at(text, hit), None, covered(row)))
     conn.rollback()
-    # The tally's count tests LIKE alone: a CJK token's narrowing, a saving for a rare needle,
-    # costs more than it saves for one in most nodes (at 1 M exchanges a plain count of "数据"
-    # took 2.5 s; its first search, narrowed in both counts, almost eight minutes).
-    _keep_tally(conn, tally, tallied, total, lambda c: where.count(c, *matching))
+    _keep_tally(conn, None if tried else tally, tallied, total, lambda c: where.count(c, *matching))
     return search_result(query, "literal", matches, total, offset, limit)
 
 
@@ -243,6 +245,34 @@ def _dense(conn: psycopg.Connection, total: int) -> bool:
         return False
     conn.execute("SET LOCAL enable_bitmapscan = off")
     return True
+
+
+def _tally_first(
+    conn: psycopg.Connection,
+    where: _Where,
+    tally: Tally | None,
+    total: int | None,
+    clauses: Sequence[str],
+    count: Callable[[psycopg.Connection], int],
+) -> tuple[int | None, bool]:
+    """For a query not tallied yet with ``TALLY_MIN`` hits or more: its tally registered now, and
+    its total (``None`` when the role may not register one); and whether registering was tried.
+
+    Whether it has that many is a count that stops there. The registration's own count is the
+    search's total: the search counting every hit and the registration counting them all again
+    was two full counts (minutes at a million exchanges) for a common query's first search.
+    """
+    if tally is None or total is not None:
+        return total, False
+    probe = _one(
+        conn,
+        f"SELECT count(*) FROM (SELECT 1 FROM pbot_nodes n WHERE {where.sql(*clauses)} LIMIT %(upto)s) hits",
+        {**where.params, "upto": TALLY_MIN},
+    )
+    conn.rollback()
+    if int(probe) < TALLY_MIN:
+        return None, False
+    return tally.register(conn, count), True
 
 
 def _keep_tally(
@@ -291,6 +321,7 @@ def _terms(conn: psycopg.Connection, query: str, where: _Where, offset: int, lim
     clauses = ["n.searchable", "n.terms @@ %(q)s::tsquery"]
     tally = None if where.narrowing else Tally("terms", where.params["q"])
     total = tally.total(conn) if tally is not None else None
+    total, tried = _tally_first(conn, where, tally, total, clauses, lambda c: where.count(c, *clauses))
     tallied = total is not None
     if total is None:
         total = where.count(conn, *clauses)
@@ -317,7 +348,7 @@ def _terms(conn: psycopg.Connection, query: str, where: _Where, offset: int, lim
         score = round(scores[row[0], row[1]], 4)
         matches.append(_match(row, text, snippet_at(text, hit), score, covered(row)))
     conn.rollback()
-    _keep_tally(conn, tally, tallied, total, lambda c: where.count(c, *clauses))
+    _keep_tally(conn, None if tried else tally, tallied, total, lambda c: where.count(c, *clauses))
     return search_result(query, "terms", matches, total, offset, limit)
 
 
