@@ -1141,6 +1141,7 @@ def branch_sources(index: SearchIndex, session_id: str) -> list[BranchSource]:
             scope.labels[r.rowid],
         )
         for r in (rows[rowid] for rowid in rowids if rowid in rows)
+        if r.session_id == session_id  # never another session this id is the start of
     ]
 
 
