@@ -151,6 +151,10 @@ def test_literal_totals_equal_local_totals(both: tuple[SearchIndex, psycopg.Conn
         local = search_history(index, needle, from_="2026-03-04", to="2026-03-08", session_id=None)
         team = team_search(conn, needle, from_="2026-03-04", to="2026-03-08")
         assert team.total == local.total
+    for needle in ("数", "数据", "鲸", "error"):  # within a session, short CJK is not narrowed by terms
+        for session in ("session-3", "session-7"):
+            local = search_history(index, needle, session_id=session)
+            assert team_search(conn, needle, session_id=session).total == local.total, (needle, session)
 
 
 def test_snippets_and_reads_match_local(both: tuple[SearchIndex, psycopg.Connection]) -> None:
