@@ -1153,18 +1153,7 @@ def memory_hit(
     For a copy of raw memory that found the source by its own index: the same line, snippet
     and section. A listing (no query) shows the first lines.
     """
-    row = _Row(
-        source.rowid,
-        source.session_id,
-        source.entry_id,
-        source.part,
-        source.kind,
-        source.timestamp,
-        source.label,
-        source.sections,
-        source.line_count,
-        text=text,
-    )
+    row = _text_row(source, text)
     needle = query.strip()
     line: int | None = None
     if needle and match == "literal":
@@ -1179,7 +1168,11 @@ def read_lines(
     handle: str, source: BranchSource, text: str, from_line: int = 1, max_chars: int = RECALL_CHARS
 ) -> RecallPage:
     """``recall``'s page of ``source``'s text (whole lines from ``from_line``), for a copy of raw memory."""
-    row = _Row(
+    return _page(handle, _text_row(source, text), from_line, max_chars)
+
+
+def _text_row(source: BranchSource, text: str) -> _Row:
+    return _Row(
         source.rowid,
         source.session_id,
         source.entry_id,
@@ -1191,4 +1184,3 @@ def read_lines(
         source.line_count,
         text=text,
     )
-    return _page(handle, row, from_line, max_chars)
