@@ -9,12 +9,18 @@ Zipf-distributed words, as ``search_latency.py`` does, with ready summaries), th
    service's own pusher (``TeamListener``, as the service does after each write), until a team
    search finds it; repeated ``--samples`` times;
 3. **team search p50/p95** for the query classes of ``search_latency.py``, after each class's
-   first search (also printed: the one that tallies a common query, ``tallies.py``);
+   first search (also printed: the one that tallies a common query, ``tallies.py``), and for
+   common queries narrowed to one session, one workspace name or one week (no tally: a
+   filtered search counts its own hits);
 4. **chaos**: every machine's archive changes (new records, rewritten summaries) and is pushed
    again while pushers are killed at random (``--kills`` SIGKILLs) and the server is restarted
    (``--restarts``); then one last push per machine, and a check that the index holds exactly
    the records and nodes of the archives (none lost, none twice), and that every tally the
-   searches made still equals a plain count of its query.
+   searches made still equals a plain count of its query;
+5. **raw memory** (``team.raw_memory``, ``--memory-*``): session files of tool work on a few
+   machines, each machine's raw memory built and pushed (sources/s), a source appended to a
+   session found by a team memory search through the service's pusher, and team memory search
+   p50/p95 per query class.
 
 The server is started here (``tests/support/postgres.py``: initdb in a temporary folder, as the
 ``postgres`` user when run as root) unless ``--dsn`` names one. Run by hand:
@@ -49,10 +55,15 @@ from search_latency import COMMON_EN, COMMON_ZH, RARE_EN, RARE_ZH, sentence  # n
 from pbot_watch.config import Settings  # noqa: E402
 from pbot_watch.history.jstext import dumps  # noqa: E402
 from pbot_watch.history.nodes import SessionHistory, index_history  # noqa: E402
+from pbot_watch.memory.index import refresh_memory, sync_memory_file  # noqa: E402
+from pbot_watch.search.index import SearchIndex  # noqa: E402
+from pbot_watch.team.gate import secret_gate  # noqa: E402
 from pbot_watch.team.listener import TeamListener  # noqa: E402
-from pbot_watch.team.push import connect_team  # noqa: E402
+from pbot_watch.team.memory_search import team_memory_search  # noqa: E402
+from pbot_watch.team.push import TeamPusher, connect_team  # noqa: E402
 from pbot_watch.team.schema import migrate  # noqa: E402
 from pbot_watch.team.search import team_search  # noqa: E402
+from tests.support.pi_sessions import PiSession  # noqa: E402
 from tests.support.postgres import PostgresServer  # noqa: E402
 
 EXCHANGES_PER_SESSION = 100
@@ -338,6 +349,132 @@ def search_latency(dsn: str, repeat: int) -> None:
             )
 
 
+FILTERS = [
+    ("session", {"session_id": "m0-s0"}),
+    ("workspace", {"workspace": "proj-0"}),
+    ("a week", {"from_": "2026-01-01", "to": "2026-01-07"}),
+]
+"""Filtered searches of common queries: one session, a fifth of the machines' workspaces, a week."""
+
+
+def filtered_latency(dsn: str, repeat: int) -> None:
+    """p50/p95 of common queries narrowed by a filter (a filtered search counts for itself, no tally)."""
+    print(f"\n{'mode':8} {'query':10} {'filter':10} {'hits':>8} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
+    with connect_team(dsn) as conn:
+        for mode, label, query in [QUERIES[0], QUERIES[2], QUERIES[5]]:
+            for name, narrowing in FILTERS:
+                times = []
+                total = 0
+                for _ in range(repeat + 1):
+                    started = time.perf_counter()
+                    total = team_search(conn, query, match=mode, **narrowing).total  # type: ignore[arg-type]
+                    times.append((time.perf_counter() - started) * 1000)
+                first, rest = times[0], times[1:]
+                print(
+                    f"{mode:8} {label:10} {name:10} {total:>8} {first:>9.0f} {statistics.median(rest):>8.1f} {pct(rest, 0.95):>8.1f}"
+                )
+
+
+MEMORY_QUERIES = [QUERIES[0], QUERIES[1], QUERIES[2], QUERIES[3], QUERIES[4], QUERIES[5]]
+
+
+def memory_settings(state: Path, sessions: Path, machine: int) -> Settings:
+    return Settings.model_validate(
+        {
+            "state_dir": state,
+            "sessions": [sessions],
+            "machine": f"machine-{machine:02d}",
+            "team": {"enabled": True, "workspaces": ["*"], "raw_memory": True},
+        }
+    )
+
+
+def memory_sessions(root: Path, machine: int, sessions: int, turns: int) -> None:
+    """Pi session files of tool work: each turn a question, a bash call, its output, an answer."""
+    rng = random.Random(100 + machine)
+    for s in range(sessions):
+        pi = PiSession(f"mem-m{machine}-s{s}", f"/home/user{machine:02d}/proj-{machine % 5}")
+        for t in range(turns):
+            pi.user(sentence(rng, rng.randint(6, 14)))
+            pi.assistant(sentence(rng, 10), calls=[(f"call_{t}", "bash", {"command": "pytest -q"})])
+            output = "\n".join(sentence(rng, rng.randint(6, 16)) for _ in range(rng.randint(2, 30)))
+            if rng.random() < 0.002:
+                output += f"\n{RARE_EN} {RARE_ZH}"
+            pi.tool_result(output, call_id=f"call_{t}")
+            pi.assistant(sentence(rng, rng.randint(8, 18)))
+        pi.write(root / f"{pi.session_id}.jsonl")
+
+
+def memory_stage(base: Path, dsn: str, machines: int, sessions: int, turns: int, args: Any) -> None:
+    """Raw memory (``team.raw_memory``): push throughput, searchable after written, search p50/p95.
+
+    Each machine's raw memory is built first (not timed), then pushed by ``TeamPusher.push_memory``.
+    """
+    pushed = 0
+    seconds = 0.0
+    for m in range(machines):
+        root, state = base / f"memory-{m}" / "sessions", base / f"memory-{m}" / "state"
+        memory_sessions(root, m, sessions, turns)
+        index = SearchIndex(state / "search.db")
+        refresh_memory(index, [root])  # this machine's own raw memory, as the service keeps it
+        pusher = TeamPusher(memory_settings(state, root, m), dsn, secret_gate())
+        started = time.perf_counter()
+        report = pusher.push_memory(index)
+        seconds += time.perf_counter() - started
+        pushed += report.pushed
+        pusher.close()
+        index.close()
+    print(
+        f"\nraw memory push: {pushed} sources ({machines} machines x {sessions} sessions x {turns} turns) in "
+        f"{seconds:.1f} s = {pushed / seconds:.0f} sources/s, one pusher at a time; load average {load_average()}"
+    )
+    root, state = base / "memory-0" / "sessions", base / "memory-0" / "state"
+    listener = TeamListener(memory_settings(state, root, 0), dsn)
+    listener.wait_idle(600)
+    index = SearchIndex(state / "search.db")
+    path = root / "mem-m0-s0.jsonl"
+    lags = []
+    leaf = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])["id"]
+    with connect_team(dsn) as conn:
+        for i in range(args.samples):
+            word = f"quokka{i}x{random.randrange(10**9)}"
+            line = {
+                "type": "message",
+                "id": f"late{i:04d}",
+                "parentId": f"late{i - 1:04d}" if i else leaf,  # the branch grows, as in Pi
+                "timestamp": "2026-12-01T00:00:00.000Z",
+                "message": {"role": "user", "content": [{"type": "text", "text": f"what about {word}"}]},
+            }
+            started = time.perf_counter()
+            with path.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
+            sync_memory_file(index, path)  # what the service's reading thread does as the file grows
+            while team_memory_search(conn, word).total == 0:
+                time.sleep(0.01)
+            lags.append(time.perf_counter() - started)
+    listener.stop()
+    index.close()
+    print(
+        f"raw memory searchable after written: p50 {statistics.median(lags):.2f} s, max {max(lags):.2f} s over "
+        f"{len(lags)} sources (the service looks every second)"
+    )
+    print(
+        f"\n{'mode':8} {'query':12} {'hits':>8} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}  (memory search --team)"
+    )
+    with connect_team(dsn) as conn:
+        for mode, label, query in MEMORY_QUERIES:
+            times = []
+            total = 0
+            for _ in range(args.repeat + 1):
+                started = time.perf_counter()
+                total = team_memory_search(conn, query, match=mode).total  # type: ignore[arg-type]
+                times.append((time.perf_counter() - started) * 1000)
+            first, rest = times[0], times[1:]
+            print(
+                f"{mode:8} {label:12} {total:>8} {first:>9.0f} {statistics.median(rest):>8.1f} {pct(rest, 0.95):>8.1f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -349,6 +486,9 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=5)
     parser.add_argument("--samples", type=int, default=20, help="searchable-after-write samples")
     parser.add_argument("--repeat", type=int, default=21, help="timed runs per search query")
+    parser.add_argument("--memory-machines", type=int, default=4, help="machines pushing raw memory")
+    parser.add_argument("--memory-sessions", type=int, default=25, help="session files per machine")
+    parser.add_argument("--memory-turns", type=int, default=100, help="tool turns per session")
     parser.add_argument("--dsn", help="an existing, empty database (default: start a server here)")
     parser.add_argument("--keep", type=Path, help="generate into this folder and keep it")
     args = parser.parse_args()
@@ -386,7 +526,10 @@ def main() -> None:
             f"over {len(latencies)} records (target <= 5 s)"
         )
         search_latency(dsn, args.repeat)
+        filtered_latency(dsn, args.repeat)
         print(f"load average after the searches: {load_average()}")
+        if args.memory_machines:
+            memory_stage(base, dsn, args.memory_machines, args.memory_sessions, args.memory_turns, args)
         change_archives(folders, args.exchanges)
         killed, restarted = chaos(envs, server, args.parallel, args.kills, args.restarts, random.Random(7))
         push_all(envs, args.parallel)
