@@ -81,6 +81,7 @@ def measure(args: argparse.Namespace, root: Path, spaces: list[Path]) -> dict[st
     from pbot_watch.indexer import index_all
     from pbot_watch.memory.index import refresh_memory
     from pbot_watch.redact import policy, redact
+    from pbot_watch.redact.policy import scrub
     from pbot_watch.search.index import SearchIndex
 
     def clear() -> None:
@@ -126,6 +127,8 @@ def measure(args: argparse.Namespace, root: Path, spaces: list[Path]) -> dict[st
     texts = _texts(root)
     size = sum(map(len, texts)) / 1e6
     wall, cpu = _timed(lambda: [redact(text) for text in texts])
+    # What every boundary calls (records, raw memory, cues): the text alone, no counts.
+    scrub_wall, scrub_cpu = _timed(lambda: [scrub(text) for text in texts])
     found = Counter[str]()
     for text in texts:
         found.update(redact(text).counts)
@@ -134,6 +137,8 @@ def measure(args: argparse.Namespace, root: Path, spaces: list[Path]) -> dict[st
         "MB of text": round(size, 1),
         "MB/s": round(size / wall, 1),
         "cpu MB/s": round(size / cpu, 1) if cpu else None,
+        "scrub MB/s": round(size / scrub_wall, 1),
+        "scrub cpu MB/s": round(size / scrub_cpu, 1) if scrub_cpu else None,
         "redactions": dict(found),
     }
     return figures

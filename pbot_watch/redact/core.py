@@ -1,9 +1,10 @@
 """Finding and replacing secrets in a text. Pure and deterministic: text in, text out.
 
-One scan of the text by ``PREFILTER_FINDITER`` (every rule's anchors in one expression, run
-by RE2) finds the places worth a look; at each, the rules anchored there are tried with
-``Pattern.match`` at that place. A text without any anchor, which is most of what Pi writes,
-costs that one scan. Where two rules' spans overlap, the earlier rule in ``RULES`` wins.
+One scan of the text by ``HOLDS_ANCHOR`` (every rule's anchors in one expression, run by RE2
+on the text's bytes) says whether any anchor occurs; a text without one, which is nearly all of
+what Pi writes, costs that scan and nothing more. In the others ``PREFILTER_FINDITER`` finds the
+places worth a look, and at each the rules anchored there are tried with ``Pattern.match`` at
+that place. Where two rules' spans overlap, the earlier rule in ``RULES`` wins.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from pbot_watch.redact.rules import MARKER_PREFIX, PREFILTER_FINDITER, RULES, RULES_AT
+from pbot_watch.redact.rules import HOLDS_ANCHOR, MARKER_PREFIX, PREFILTER_FINDITER, RULES, RULES_AT
 
 _PRIORITY = {rule: n for n, rule in enumerate(RULES)}
 _NONE: Mapping[str, int] = MappingProxyType({})
@@ -61,9 +62,9 @@ def _candidates(text: str, hits: Iterable[re.Match[str]]) -> Iterator[tuple[int,
 
 def find_secrets(text: str) -> list[Finding]:
     """Every secret in ``text``, by position; where rules overlap, the earlier rule's span wins."""
-    hits = PREFILTER_FINDITER(text) if text else ()
-    if not hits:
+    if not text or not HOLDS_ANCHOR(text):
         return []  # most texts: one scan, nothing more
+    hits = PREFILTER_FINDITER(text)
     taken: list[tuple[int, int, str]] = []
     for _, start, end, kind in sorted(_candidates(text, hits)):
         if not any(start < t_end and t_start < end for t_start, t_end, _ in taken):
@@ -73,11 +74,24 @@ def find_secrets(text: str) -> list[Finding]:
 
 def holds_secret(text: str) -> bool:
     """Whether any rule matches ``text``: the gate that text leaving the machine must pass (fail closed)."""
-    return bool(text) and next(_candidates(text, PREFILTER_FINDITER(text)), None) is not None
+    if not text or not HOLDS_ANCHOR(text):
+        return False
+    return next(_candidates(text, PREFILTER_FINDITER(text)), None) is not None
+
+
+def redacted_text(text: str) -> str:
+    """``redact(text).text``: what ``policy.scrub`` asks of every text it is given, at the cost
+    of one scan and no ``Redaction`` for a text without an anchor (nearly all of them).
+    """
+    if not text or not HOLDS_ANCHOR(text):
+        return text
+    return redact(text).text
 
 
 def redact(text: str) -> Redaction:
     """``text`` with each secret replaced by its marker; an unchanged text is returned as is."""
+    if not text or not HOLDS_ANCHOR(text):
+        return Redaction(text, _NONE)
     findings = find_secrets(text)
     if not findings:
         return Redaction(text, _NONE)

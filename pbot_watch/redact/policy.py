@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 
 _loaded: Callable[[str], Redaction] | None = None
+_loaded_text: Callable[[str], str] | None = None
 
 
 def redact(text: str) -> Redaction:
@@ -39,6 +40,16 @@ def redact(text: str) -> Redaction:
 
         _loaded = core_redact
     return _loaded(text)
+
+
+def _redacted_text(text: str) -> str:
+    """``core.redacted_text``, imported on first use as ``redact`` is."""
+    global _loaded_text  # noqa: PLW0603 - the real function, once it is loaded
+    if _loaded_text is None:
+        from pbot_watch.redact.core import redacted_text  # noqa: PLC0415
+
+        _loaded_text = redacted_text
+    return _loaded_text(text)
 
 
 def configure(enabled: bool) -> None:
@@ -53,7 +64,7 @@ def enabled() -> bool:
 
 def scrub(text: str) -> str:
     """``text`` with its secrets replaced (when redaction is on)."""
-    return redact(text).text if _enabled and text else text
+    return _redacted_text(text) if _enabled and text else text
 
 
 def scrub_json(value: T) -> T:
@@ -82,7 +93,7 @@ def scrub_structure(value: T) -> T:
 
 def _walk(value: Any) -> Any:
     if isinstance(value, str):
-        return redact(value).text
+        return _redacted_text(value)
     if isinstance(value, dict):
         return {key: _walk(item) for key, item in value.items()}
     if isinstance(value, list):

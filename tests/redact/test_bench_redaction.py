@@ -25,6 +25,7 @@ def test_tiny_run_reports_the_cost_with_and_without_redaction():
     for name in ("index", "raw memory"):
         assert figures[name]["ratio on/off"] > 0
     assert figures["redact alone"]["MB/s"] > 0
+    assert figures["redact alone"]["scrub MB/s"] > 0
     assert {} == figures["redact alone"]["redactions"]  # the generated corpus holds no secret
     if extra:
         assert {} == figures["shared"]["fixtures"]["redactions"]

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pbot_watch.redact import KINDS, RULES, find_secrets, holds_secret, marker, redact
+from pbot_watch.redact.rules import ANCHORS, HOLDS_ANCHOR, PREFILTER_FINDITER
 from tests.support.planted import decoys, planted
 
 PLANTS = planted()
@@ -95,3 +96,19 @@ def test_any_text_is_redacted_to_a_text_the_gate_lets_pass(text):
 def test_a_planted_secret_in_any_surroundings_is_gone(plant, before, after):
     text = f"{before}\n{plant.text}\n{after}"
     assert plant.value not in redact(text).text
+
+
+@given(st.text(max_size=200), st.sampled_from([*ANCHORS, ""]), st.text(max_size=40))
+def test_the_one_scan_sees_every_anchor_the_places_do(before, anchor, after):
+    """``HOLDS_ANCHOR`` (on the text's bytes) says yes exactly where ``PREFILTER_FINDITER`` finds a place."""
+    text = f"{before}{anchor}{after}"
+    assert HOLDS_ANCHOR(text) == bool(PREFILTER_FINDITER(text))
+
+
+@pytest.mark.parametrize("around", ["", "\ud800 half a character ", "日本語のテキスト "])
+def test_a_secret_beside_any_character_is_found(around):
+    """A lone surrogate (RE2 cannot read it) or CJK beside a secret: the text is still redacted."""
+    plant = PLANTS[0]
+    text = f"{around}{plant.text}{around}"
+    assert plant.value not in redact(text).text
+    assert holds_secret(text)
