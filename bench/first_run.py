@@ -37,8 +37,10 @@ Figures are printed, never asserted: ``tests/core/test_first_run_bench.py`` only
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import shutil
 import signal
 import sqlite3
@@ -307,6 +309,21 @@ def searchable(db: Path, token: str) -> bool:
     )
 
 
+def memory_holds(db: Path, sizes: dict[str, int]) -> bool:
+    """Whether raw memory's cursor stands at the end of every session file (``sizes``: path -> bytes)."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
+    except sqlite3.Error:
+        return False
+    try:
+        held = dict(conn.execute("SELECT path, offset FROM mem_files").fetchall())
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return all(held.get(path) == size for path, size in sizes.items())
+
+
 def parsed_bytes(state: Path) -> int | None:
     """Session bytes the service decoded so far: for its records, and by raw memory on its own."""
     try:
@@ -387,6 +404,8 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     reader.start()
     newest_at: float | None = None
     all_at: float | None = None
+    memory_at: float | None = None
+    sizes = {str(path): path.stat().st_size for path in root.rglob("*.jsonl")}
     deadline = start + RUN_TIMEOUT_S
     try:
         while time.perf_counter() < deadline and proc.poll() is None:
@@ -394,7 +413,9 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
                 newest_at = time.perf_counter() - start
             if all_at is None and _count(db, "SELECT count(DISTINCT session_id) FROM records") >= sessions:
                 all_at = time.perf_counter() - start
-            if newest_at is not None and all_at is not None and caught_up:
+            if memory_at is None and memory_holds(db, sizes):
+                memory_at = time.perf_counter() - start
+            if None not in (newest_at, all_at, memory_at) and caught_up:
                 break
             time.sleep(POLL_SECONDS)
         appends = appends_after_catch_up(root, state, restore) if caught_up and proc.poll() is None else {}
@@ -411,12 +432,105 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     return {
         "newest searchable s": round(newest_at, 2) if newest_at is not None else None,
         "all searchable s": round(all_at, 2) if all_at is not None else None,
+        "raw memory all held s": round(memory_at, 2) if memory_at is not None else None,
         "caught up s": round(caught_up[0], 2) if caught_up else None,
         "cpu s": round(usage.ru_utime + usage.ru_stime, 2),
         "peak RSS MB": round(peak.mb(usage)),
         "resume logs MB": resume_mb,
         **appends,
     }
+
+
+# Where the service's build spends its time: (label, file suffix, function name), by cumulative time.
+PROFILE_PARTS = (
+    ("decoding JSON lines (msgspec)", "", "<method 'decode' of 'msgspec.json.Decoder' objects>"),
+    ("history: entries to exchanges", "pbot_watch/history/project.py", "feed"),
+    ("records: merged and written", "pbot_watch/indexer.py", "save_session"),
+    ("resume logs written", "pbot_watch/service/resume_store.py", "save"),
+    ("raw memory: all of it", "pbot_watch/memory/index.py", "feed_memory"),
+    ("raw memory: entries to sources", "pbot_watch/memory/extract.py", "feed"),
+    ("raw memory: texts tokenised", "pbot_watch/memory/texts.py", "term_chunks"),
+    ("raw memory: texts stored (dedup, zstd)", "pbot_watch/memory/index.py", "_text"),
+    ("raw memory: source digests", "pbot_watch/memory/index.py", "_digests"),
+    ("redaction (scrub, everywhere)", "pbot_watch/redact/policy.py", "scrub"),
+    ("zstd compression", "", "<method 'compress' of 'zstandard.backend_c.ZstdCompressor' objects>"),
+    ("SQLite statements (all)", "", "<method 'execute' of 'sqlite3.Connection' objects>"),
+    ("SQLite batches (all)", "", "<method 'executemany' of 'sqlite3.Connection' objects>"),
+    ("history index (listener thread)", "pbot_watch/search/listener.py", "__call__"),
+    ("summary queue (listener thread)", "pbot_watch/summarize/worker.py", "on_record"),
+)
+
+
+def _profiled(call: Any, profile: cProfile.Profile) -> Any:
+    """``call`` run under ``profile`` on whichever thread calls it (cProfile follows one thread)."""
+
+    def run(*args: Any) -> Any:
+        profile.enable()
+        try:
+            return call(*args)
+        finally:
+            profile.disable()
+
+    return run
+
+
+def profile_run(root: Path, spaces: list[Path]) -> dict[str, Any]:
+    """``run`` from an empty state in this process under cProfile, until caught up: where the time goes.
+
+    The reading thread is profiled whole; the record listeners (the history index, the summary
+    queue), which run on their own thread, each call. Seconds are cProfile's (it slows Python
+    code down), so read them as shares; "CPU s" is the process's own, profiler included.
+    """
+    from pbot_watch.cli.run_parts import build_extensions
+    from pbot_watch.config import Settings
+    from pbot_watch.log import configure_logging
+    from pbot_watch.service.hooks import ServiceContext
+    from pbot_watch.service.run import Service
+
+    configure_logging(log_format="json", level="warning", stream=sys.stderr)  # the figures on stdout
+    clear_records(spaces)
+    state = Path(tempfile.mkdtemp(prefix="pbot-state-"))
+    try:
+        settings = Settings(sessions=[root], state_dir=state, idle_seconds=3600)
+        context = ServiceContext(settings)
+        extensions = build_extensions(context)
+        reader, listeners = cProfile.Profile(), cProfile.Profile()
+        extensions.listeners = [_profiled(listener, listeners) for listener in extensions.listeners]
+        service = Service(settings, extensions, context)
+        started, cpu = time.perf_counter(), time.process_time()
+
+        def stop_when_caught_up() -> None:
+            while not service.should_exit:
+                if service.catch_up is not None and service.catch_up.finished is not None:
+                    service.should_exit = True
+                time.sleep(POLL_SECONDS)
+
+        threading.Thread(target=stop_when_caught_up, daemon=True).start()
+        reader.enable()
+        try:
+            service.run()
+        finally:
+            reader.disable()
+        figures: dict[str, Any] = {
+            "caught up s": round(time.perf_counter() - started, 2),
+            "cpu s": round(time.process_time() - cpu, 2),
+        }
+        for thread, profile in (("reading thread", reader), ("listener thread", listeners)):
+            stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+            total = sum(tottime for _calls, _n, tottime, _cum, _callers in stats.values())
+            parts = {"profiled s": round(total, 1)}
+            for label, suffix, name in PROFILE_PARTS:
+                cumulative = sum(
+                    cum
+                    for (file, _line, function), (_calls, _n, _tot, cum, _callers) in stats.items()
+                    if function == name and file.endswith(suffix)
+                )
+                if cumulative and total:
+                    parts[label] = f"{cumulative:.1f} s ({cumulative / total:.0%})"
+            figures[thread] = parts
+        return figures
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def decode(root: Path) -> dict[str, Any]:
@@ -476,6 +590,8 @@ def measure(out: Path, size_mb: float, args: argparse.Namespace, pbot: Pbot | No
         figures["search build"] = search_build(root, spaces)
     if "run" not in skip:
         figures["run from empty state"] = first_run(root, spaces, sessions)
+    if args.profile:
+        figures["run profiled in process"] = profile_run(root, spaces)
     return figures
 
 
@@ -500,6 +616,7 @@ GROWTH_KEYS = (
     ("search build", "index MB"),
     ("run from empty state", "newest searchable s"),
     ("run from empty state", "all searchable s"),
+    ("run from empty state", "raw memory all held s"),
     ("run from empty state", "caught up s"),
     ("run from empty state", "peak RSS MB"),
 )
@@ -576,6 +693,11 @@ def main() -> None:
         type=lambda text: [v for v in text.split(",") if v],
         default=[],
         help="phases to leave out: decode,pbot,index,search,run",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run the service in process under cProfile until caught up: where its time goes",
     )
     parser.add_argument("--out", type=Path, help="keep the corpora here (reused when present)")
     parser.add_argument("--keep", action="store_true", help="keep the temp corpora")

@@ -32,8 +32,23 @@ class TestFirstRunBench:
         assert large["search build"]["index MB"] > 0
         run = large["run from empty state"]
         assert None not in (run["newest searchable s"], run["all searchable s"], run["caught up s"])
+        assert run["raw memory all held s"] is not None
         assert None not in (run["first append searchable s"], run["first append bytes parsed"])
         assert run["first append bytes"] > 0
         assert run["steady append searchable p50 s"] is not None
         assert 4 == large["pbot cold load"]["records"]
         assert figures["growth (large / small)"]["bytes"] > 1
+
+    def test_profile_says_where_the_build_goes(self) -> None:
+        """``--profile`` runs the service in process until caught up and names its parts' shares."""
+        result = bench(
+            "first_run.py",
+            *("--sizes", "1", "--total-mb", "1", "--sessions", "2", "--exchanges", "6"),
+            *("--skip", "decode,pbot,index,search,run", "--profile", "--json"),
+            timeout=280,
+        )
+        assert 0 == result.returncode, result.stdout + result.stderr
+        profiled = json.loads(result.stdout)["1 MB"]["run profiled in process"]
+        assert profiled["caught up s"] > 0
+        assert "raw memory: all of it" in profiled["reading thread"]
+        assert "history index (listener thread)" in profiled["listener thread"]

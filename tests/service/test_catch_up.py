@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config_paths import default_state_dir
+from pbot_watch.memory.texts import literal_match
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.status import Status, iso, write_status
 from tests.support.pi_sessions import PiSession
@@ -139,3 +140,51 @@ class TestStatusShowsCatchUp:
             ["pbot-watch", "status"], capture_output=True, text=True, timeout=30, check=False
         )
         assert "  caught up  2 files, 75.0 MB in 2m30s, 0.5 MB/s" in result.stdout
+
+
+def found(db: Path, table: str, match: str) -> int:
+    """Rows of the FTS table ``table`` matching ``match``, read straight from SQLite (no refresh)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return int(
+            conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (match,)).fetchone()[0]
+        )
+    finally:
+        conn.close()
+
+
+class TestCaughtUpMeansSearchable:
+    @pytest.mark.slow
+    def test_caught_up_is_said_once_both_indexes_hold_every_session(self, tmp_path: Path) -> None:
+        """The moment the service logs ``caught_up``, each session's own word is found in the history
+        index and in raw memory, and raw memory's cursor stands at every file's end."""
+
+        root = tmp_path / "sessions" / "--w--"
+        words: dict[Path, str] = {}
+        for n in range(12):
+            session = PiSession(session_id=f"s-{n}", cwd=str(tmp_path))
+            for turn in range(4):
+                session.turn(f"question {turn} about zqword{n}x", "answer " * 300)
+            path = root / f"{n}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(session.data())
+            words[path] = f"zqword{n}x"
+        service = ServiceProcess([tmp_path / "sessions"], tmp_path / "archive")
+        with service.start(wait=False):
+            service.wait_log("caught_up", "the service to say it caught up")
+            db = service.state_dir / "search.db"
+            held = [
+                (
+                    found(db, "nodes_literal", f'"{word}"') > 0,
+                    found(db, "mem_literal", literal_match(word)) > 0,
+                )
+                for word in words.values()
+            ]
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                offsets = dict(conn.execute("SELECT path, offset FROM mem_files").fetchall())
+            finally:
+                conn.close()
+            assert 0 == service.stop()
+        assert [(True, True)] * len(words) == held
+        assert {str(path): path.stat().st_size for path in words} == offsets
