@@ -24,6 +24,7 @@ def test_big_session_bench_smoke() -> None:
     for phase in ("alone", "with a second active session", "first append after a restart"):
         assert service[phase]["missing"] == 0, phase
         assert service[phase]["p95 s"] is not None, phase
+        assert service[phase]["p95 s searchable"] is not None, phase
         assert service[phase]["parsed bytes per append p50"] > 0, phase
         assert service[phase]["service CPU s per append"] is not None, phase
     # The first append after a restart resumes the session from its log: its own bytes only.
