@@ -19,8 +19,10 @@ from typing import Any
 
 from pbot_watch.history.jstext import dumps_utf8
 
-KEPT_BYTES = 48 << 20
-"""Node JSON kept over all records: a few long sessions' worth (the one-shot index keeps little)."""
+KEPT_BYTES = 32 << 20
+"""Node JSON kept over all records, least recently written out first: the records of the two or
+three long sessions a person works in (a 300 MB session's is 9.5 MB). A one-shot index writes
+each record once and gains nothing from it, so this is also what it costs that index in RSS."""
 
 Pieces = dict[str, tuple[Any, bytes]]
 """``node id -> (node, its JSON)``: the JSON stands while the node is the same object or equal to it."""
