@@ -61,7 +61,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 9
+MEMORY_SCHEMA_VERSION = 10
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -69,7 +69,9 @@ current branch is kept as entries arrive, ``mem_branches``; 7: rows name their f
 texts are compressed with zstd and a dictionary, ``mem_dicts``; 8: the FTS tables and the
 terms chunks index each distinct text once (keyed by ``mem_texts.rowid``), a text's line count
 and cap live with it, and a source row keeps no session id, no label or sections its kind and
-text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a refresh keeps.)"""
+text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a refresh keeps;
+10: ``mem_visible`` has each visible source's text and timestamp, so an unscoped query filters
+and orders candidates without reading their sources.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -181,8 +183,13 @@ _SCHEMA = (
   length INTEGER NOT NULL    -- entries on the branch: the next one appended to the leaf goes here
 )""",
     "CREATE TABLE mem_path(branch INTEGER NOT NULL, entry_id TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (branch, entry_id)) WITHOUT ROWID",
-    # The sources on their file's current branch (rowid = mem_sources.rowid), with their entry's place on it.
-    "CREATE TABLE mem_visible(rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL)",
+    # The sources on their file's current branch (rowid = mem_sources.rowid), with their entry's
+    # place on it, and what an unscoped query filters and orders its candidates by (their text,
+    # their timestamp): a fraction of all sources, read without a row of mem_sources each.
+    """CREATE TABLE mem_visible(
+  rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL, text INTEGER NOT NULL, stamp TEXT NOT NULL
+)""",
+    "CREATE INDEX mem_visible_by_text ON mem_visible(text)",
     # Files a pinned query read that lie under no session root (Pi's session folder is not the
     # service's): a refresh of the roots keeps them, so the next pinned query goes on from its cursor.
     "CREATE TABLE mem_pinned(file INTEGER PRIMARY KEY)",
@@ -426,7 +433,8 @@ class _FileWriter:
             (self.file,),
         )
         self.conn.execute(
-            "INSERT INTO mem_visible(rowid, branch, pos) SELECT s.rowid, p.branch, p.pos FROM mem_sources s "
+            "INSERT INTO mem_visible(rowid, branch, pos, text, stamp) "
+            "SELECT s.rowid, p.branch, p.pos, s.text, s.timestamp FROM mem_sources s "
             "JOIN mem_path p ON p.branch = ? AND p.entry_id = s.entry_id WHERE s.file = ?",
             (self.branch, self.file),
         )
@@ -434,13 +442,14 @@ class _FileWriter:
 
     def _add(self, sources: list[Source]) -> None:
         rows: list[tuple[Any, ...]] = []
-        visible: list[tuple[int, int, int]] = []
+        visible: list[tuple[int, int, int, int, str]] = []
         for source in sources:
             text = "\n".join(source.lines)
             digest, key = _digests(source, text)
             if self.reuse.pop((source.entry_id, source.part, digest), None) is not None:
                 continue
             rowid, self.next_source = self.next_source, self.next_source + 1
+            stamp, text_id = storable(source.timestamp)[0], self._text(text, key, source.lines)
             rows.append(
                 (
                     rowid,
@@ -449,23 +458,25 @@ class _FileWriter:
                     source.seq,
                     source.part,
                     source.kind,
-                    storable(source.timestamp)[0],
+                    stamp,
                     stored_label(source.kind, text, source.label),
                     stored_sections(source.kind, source.sections, len(source.lines)),
                     source.unanswered,
                     digest,
-                    self._text(text, key, source.lines),
+                    text_id,
                 )
             )
             position = None if self.stale else self._position(source.entry_id)
             if position is not None:
-                visible.append((rowid, self.branch, position))
+                visible.append((rowid, self.branch, position, text_id, stamp))
         self.conn.executemany(
             "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, timestamp, label, "
             "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
-        self.conn.executemany("INSERT INTO mem_visible(rowid, branch, pos) VALUES (?,?,?)", visible)
+        self.conn.executemany(
+            "INSERT INTO mem_visible(rowid, branch, pos, text, stamp) VALUES (?,?,?,?,?)", visible
+        )
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)

@@ -692,6 +692,8 @@ _NEWEST_FIRST = "CAST(s.timestamp AS BLOB) || X'FF' DESC, s.rowid DESC"
 then the later row first."""
 
 
+_NEWEST_VISIBLE = _NEWEST_FIRST.replace("s.timestamp", "v.stamp").replace("s.rowid", "v.rowid")
+
 _BRANCH_READS = 8
 """Hits on more branches than this have every branch's boundary read at once (``load_boundaries``)."""
 
@@ -710,9 +712,10 @@ def _in_order(
     groups: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
     labels = scope.labels
     if isinstance(labels, _KeptLabels):
+        # The current branches' own table has what filters and orders: no source row is read.
         placed = index.conn.execute(
-            f"SELECT s.rowid, s.text, v.branch, v.pos FROM mem_sources s JOIN mem_visible v ON v.rowid = s.rowid "
-            f"WHERE {among}s.rowid <= ? ORDER BY {_NEWEST_FIRST}",
+            f"SELECT v.rowid, v.text, v.branch, v.pos FROM mem_visible v WHERE {among.replace('s.text', 'v.text', 1)}"
+            f"v.rowid <= ? ORDER BY {_NEWEST_VISIBLE}",
             (*params, scope.snapshot),
         ).fetchall()
         if len({branch for _rowid, _text, branch, _pos in placed}) > _BRANCH_READS:
@@ -848,9 +851,15 @@ def _best_chunks(index: SearchIndex, terms: list[str], scope: _Scope) -> dict[in
     """
     scored: dict[int, tuple[float, int]] = {}
     # The index has each text once: every source in scope with a matching text has its chunks.
+    # Unscoped, the current branches' table has the texts of the sources in scope.
+    sources = (
+        f"mem_visible s ON s.text = c.text WHERE s.rowid <= {int(scope.snapshot)} AND "
+        if scope.kept
+        else f"mem_sources s ON s.text = c.text WHERE {scope.within('s.rowid')} AND "
+    )
     for source, line, rank in index.conn.execute(
         "SELECT s.rowid, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
-        f"JOIN mem_sources s ON s.text = c.text WHERE mem_terms MATCH ? AND {scope.within('s.rowid')}",
+        f"JOIN {sources}mem_terms MATCH ?",
         (fts_any(terms),),
     ):
         score = -rank
@@ -902,8 +911,7 @@ def _terms_page(
         if isinstance(labels, _KeptLabels):
             placed.extend(
                 index.conn.execute(
-                    "SELECT s.rowid, s.timestamp, v.branch, v.pos FROM mem_sources s JOIN mem_visible v "
-                    f"ON v.rowid = s.rowid WHERE s.rowid IN ({marks})",
+                    f"SELECT rowid, stamp, branch, pos FROM mem_visible WHERE rowid IN ({marks})",
                     part,
                 )
             )
