@@ -43,11 +43,14 @@ from pbot_watch.memory.extract import (
     path_to_root,
 )
 from pbot_watch.memory.texts import (
+    CHUNK_SLOTS,
+    OVERFLOW_CHUNKS,
     PACK_FROM,
     TRAIN_TEXTS,
     ZSTD,
     TextCodec,
     capped,
+    chunk_row,
     literal_document,
     term_chunks,
     train,
@@ -61,7 +64,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 10
+MEMORY_SCHEMA_VERSION = 11
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -71,7 +74,9 @@ terms chunks index each distinct text once (keyed by ``mem_texts.rowid``), a tex
 and cap live with it, and a source row keeps no session id, no label or sections its kind and
 text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a refresh keeps;
 10: ``mem_visible`` has each visible source's text and timestamp, so an unscoped query filters
-and orders candidates without reading their sources.)"""
+and orders candidates without reading their sources; 11: a terms row's id is its text's and its
+place (``texts.CHUNK_SLOTS``): ``mem_chunks`` names only the chunks past a long text's first
+eight.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -166,12 +171,12 @@ _SCHEMA = (
     # stored; `packed` of a text is the id of its own (ids start at 2). Empty data: none could be
     # trained (the texts went on without one). `hash` names a dictionary in a process's cache.
     "CREATE TABLE mem_dicts(id INTEGER PRIMARY KEY, hash BLOB NOT NULL, data BLOB NOT NULL)",
-    # A terms row: CHUNK_LINES lines of a text from `line`.
+    # A terms row past a text's first CHUNK_SLOTS (texts.py): CHUNK_LINES lines of a text from `line`.
     "CREATE TABLE mem_chunks(rowid INTEGER PRIMARY KEY, text INTEGER NOT NULL, line INTEGER NOT NULL)",
     "CREATE INDEX mem_chunks_by_text ON mem_chunks(text)",
     # Literal: one row per text that is not capped (rowid = mem_texts.rowid), trigrams without
-    # positions, a candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid =
-    # mem_chunks.rowid).
+    # positions, a candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid:
+    # texts.chunk_row, or mem_chunks.rowid).
     "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1')",
     "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2')",
     # Each file's current branch (its last entry to the root), kept as entries arrive so that
@@ -324,7 +329,7 @@ class _FileWriter:
             limited = "SELECT count(*) FROM (SELECT 1 FROM mem_texts LIMIT ?)"
             self.held = self.conn.execute(limited, (TRAIN_TEXTS,)).fetchone()[0]
         self.next_source = self._next("mem_sources")
-        self.next_chunk = self._next("mem_chunks")
+        self.next_chunk = max(self._next("mem_chunks"), OVERFLOW_CHUNKS)
         self.literal: list[tuple[int, str]] = []
         self.chunks: list[tuple[int, int, int]] = []
         self.terms: list[tuple[int, str]] = []
@@ -502,7 +507,10 @@ class _FileWriter:
         document = literal_document(text)
         if document is not None:
             self.literal.append((rowid, document))
-        for line, _count, body in term_chunks(lines):
+        for number, (line, _count, body) in enumerate(term_chunks(lines)):
+            if number < CHUNK_SLOTS:
+                self.terms.append((chunk_row(rowid, number), body))
+                continue
             chunk, self.next_chunk = self.next_chunk, self.next_chunk + 1
             self.chunks.append((chunk, rowid, line))
             self.terms.append((chunk, body))
@@ -849,11 +857,12 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
         conn.execute(
             "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (text_id, document)
         )
-    chunks = [
+    bodies = [body for _line, _count, body in term_chunks(text.split("\n"))]
+    chunks = [chunk_row(text_id, number) for number in range(min(len(bodies), CHUNK_SLOTS))]
+    chunks += [
         chunk
         for (chunk,) in conn.execute("SELECT rowid FROM mem_chunks WHERE text = ? ORDER BY line", (text_id,))
     ]
-    bodies = [body for _line, _count, body in term_chunks(text.split("\n"))]
     conn.executemany(
         "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)",
         zip(chunks, bodies, strict=True),

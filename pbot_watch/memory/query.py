@@ -30,7 +30,7 @@ from pbot_watch.memory.index import (
     text_lines,
 )
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
-from pbot_watch.memory.texts import indexed_lines, literal_match
+from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex, storable
@@ -752,7 +752,8 @@ def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
             exact,
         )
     if all(is_cjk(ch) for ch in needle):
-        terms = "SELECT c.text FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid WHERE mem_terms MATCH ?"
+        text = TEXT_OF_CHUNK.format(row="mem_terms.rowid")
+        terms = f"SELECT {text} FROM mem_terms WHERE mem_terms MATCH ?"
         return f"{terms} UNION ALL {capped}", (fts_quote(needle),), True
     return None, (), False
 
@@ -852,13 +853,14 @@ def _best_chunks(index: SearchIndex, terms: list[str], scope: _Scope) -> dict[in
     scored: dict[int, tuple[float, int]] = {}
     # The index has each text once: every source in scope with a matching text has its chunks.
     # Unscoped, the current branches' table has the texts of the sources in scope.
+    text = TEXT_OF_CHUNK.format(row="mem_terms.rowid")
     sources = (
-        f"mem_visible s ON s.text = c.text WHERE s.rowid <= {int(scope.snapshot)} AND "
+        f"mem_visible s ON s.text = {text} WHERE s.rowid <= {int(scope.snapshot)} AND "
         if scope.kept
-        else f"mem_sources s ON s.text = c.text WHERE {scope.within('s.rowid')} AND "
+        else f"mem_sources s ON s.text = {text} WHERE {scope.within('s.rowid')} AND "
     )
     for source, line, rank in index.conn.execute(
-        "SELECT s.rowid, c.line, bm25(mem_terms) FROM mem_terms JOIN mem_chunks c ON c.rowid = mem_terms.rowid "
+        f"SELECT s.rowid, {LINE_OF_CHUNK.format(row='mem_terms.rowid')}, bm25(mem_terms) FROM mem_terms "
         f"JOIN {sources}mem_terms MATCH ?",
         (fts_any(terms),),
     ):

@@ -14,7 +14,8 @@ Raw memory is mostly tool output: on a heavy user's disk, hundreds of megabytes.
   sources hold each trigram, no positions (a tenth of the text's size, where positions cost
   more than twice it). It is a candidate filter: a source holding every trigram of the needle
   may hold the needle; ``query.py`` confirms each candidate on its lines, as it always did;
-* **terms search** keeps its BM25 over chunks of ``CHUNK_LINES`` lines;
+* **terms search** keeps its BM25 over chunks of ``CHUNK_LINES`` lines, each named by its
+  text's row id and its place in it (``CHUNK_SLOTS``);
 * **one huge message costs little**: only ``INDEXED_CHARS`` characters of a source are
   indexed, as for the record index's nodes (``search/index.py``). A longer source (a pasted
   log) gets no literal row and is always a literal candidate, confirmed by reading it, so
@@ -34,6 +35,15 @@ from pbot_watch.search.tokens import document, fts_quote
 
 CHUNK_LINES = 16
 """Lines per row of the terms index: BM25 scores chunks, so a long output is not one giant document."""
+
+CHUNK_SLOTS = 8
+"""Terms rows a text's row id names itself: chunk ``i < CHUNK_SLOTS`` of text ``t`` is row
+``t * CHUNK_SLOTS + i`` (its first line ``i * CHUNK_LINES + 1``), so a query goes from a terms
+row to its text by arithmetic, not a lookup per row. Eight chunks are 128 lines: nearly every
+source's text. A longer text's further chunks are rows from ``OVERFLOW_CHUNKS`` on, each named
+in ``index.py``'s ``mem_chunks``."""
+OVERFLOW_CHUNKS = 1 << 48
+"""The first row id of a chunk past a text's ``CHUNK_SLOTS``: above every ``t * CHUNK_SLOTS + i``."""
 
 PACK_FROM = 64
 """Shorter texts are stored as plain UTF-8: a zstd frame's header would cost about what it saves."""
@@ -166,6 +176,23 @@ def indexed_lines(lines: list[str]) -> Iterator[str]:
             return
         yield line[:left]
         left -= len(line) + 1
+
+
+def chunk_row(text: int, chunk: int) -> int:
+    """The terms row id of chunk ``chunk < CHUNK_SLOTS`` (0-based) of text ``text``."""
+    return text * CHUNK_SLOTS + chunk
+
+
+TEXT_OF_CHUNK = (
+    f"CASE WHEN {{row}} < {OVERFLOW_CHUNKS} THEN {{row}} / {CHUNK_SLOTS} "
+    "ELSE (SELECT text FROM mem_chunks WHERE rowid = {row}) END"
+)
+"""SQL of the text a terms row (``{row}``) is a chunk of."""
+LINE_OF_CHUNK = (
+    f"CASE WHEN {{row}} < {OVERFLOW_CHUNKS} THEN {{row}} % {CHUNK_SLOTS} * {CHUNK_LINES} + 1 "
+    "ELSE (SELECT line FROM mem_chunks WHERE rowid = {row}) END"
+)
+"""SQL of the first line of the chunk a terms row (``{row}``) is."""
 
 
 def term_chunks(lines: list[str]) -> list[tuple[int, int, str]]:

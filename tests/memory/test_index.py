@@ -26,7 +26,7 @@ from pbot_watch.memory.index import (
     sync_memory_file,
 )
 from pbot_watch.memory.query import recall, search_memory
-from pbot_watch.memory.texts import PLAIN, TRAIN_TEXTS
+from pbot_watch.memory.texts import CHUNK_SLOTS, OVERFLOW_CHUNKS, PLAIN, TRAIN_TEXTS
 from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import INDEXED_CHARS, SearchIndex
@@ -94,8 +94,10 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
 
 
 def index_rows(index: SearchIndex) -> tuple[int, int]:
-    """Terms chunks, and the texts with chunks (every text has at least one)."""
-    return index.conn.execute("SELECT count(*), count(DISTINCT text) FROM mem_chunks").fetchone()  # type: ignore[no-any-return]
+    """Terms rows (chunks), and the texts they are of (every text has at least one)."""
+    rows = [rowid for (rowid,) in index.conn.execute("SELECT id FROM mem_terms_docsize")]
+    texts = {rowid // CHUNK_SLOTS for rowid in rows if rowid < OVERFLOW_CHUNKS}
+    return len(rows), len(texts)
 
 
 def busy_session(path: Path, turns: int, output_lines: int = 3) -> PiSession:
@@ -373,6 +375,30 @@ class TestStoredOnce:
             tool = next(h for h in search_memory(index, "no rule").hits)
             assert tool.label.startswith("toolResult bash(make) → make: *** no rule")
             assert tool.section is not None and tool.section.title == "result"
+
+    def test_a_long_text_has_terms_rows_past_its_own_slots_and_they_leave_with_it(
+        self, tmp_path: Path
+    ) -> None:
+        """A text of more than CHUNK_SLOTS chunks has its further chunks named in mem_chunks: a terms
+        search finds a word in them on its line, and the text takes every chunk with it.
+        """
+        path = tmp_path / "sessions" / "s.jsonl"
+        w = PiSession("sess-1", file=path)
+        w.user("show the log", id="u1")
+        w.assistant(None, calls=[("c1", "bash", {"command": "cat log"})], id="a1")
+        lines = [f"entry {n} ordinary" for n in range(300)]
+        lines[250] = "entry 250 zanzibar"
+        w.tool_result("\n".join(lines), call_id="c1", name="bash", id="t1")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert index.conn.execute("SELECT count(*) FROM mem_chunks").fetchone()[0] > 0
+            (hit,) = search_memory(index, "zanzibar", match="terms").hits
+            assert hit.entry_id == "t1" and hit.snippet is not None and "entry 250 zanzibar" in hit.snippet
+            path.write_text(path.read_text(encoding="utf-8").split("\n", 1)[0] + "\n", encoding="utf-8")
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert 0 == search_memory(index, "zanzibar", match="terms").total
+            assert (0, 0) == index_rows(index)
+            assert 0 == index.conn.execute("SELECT count(*) FROM mem_chunks").fetchone()[0]
 
     def test_a_text_repeated_in_one_session_is_stored_once(self, tmp_path: Path) -> None:
         """The same tool output printed twice is one text; each source still has it."""
