@@ -10,7 +10,8 @@ one, a phrase with punctuation, CJK, a no-match, ``--match terms``):
 * ``cli``: ``pbot-watch memory search --json`` end to end, warm, p50 / p95 and its peak RSS;
 
 and ``search.db``'s size by component (SQLite's ``dbstat``: each table with its indexes, an
-FTS table with its shadow tables) against the session bytes. Both corpora are printed side by
+FTS table with its shadow tables) against the session bytes, with its rows: sources, the
+distinct texts the indexes hold, and the sources on current branches. Both corpora are printed side by
 side with how each figure grew. Targets at 634 MB (2 cores): in-process p50 <= 50 ms for every
 class (no-match <= 5 ms), CLI p50 <= 250 ms, ``search.db`` <= 0.6 x the session bytes, RSS
 < 200 MB. Run by hand::
@@ -72,6 +73,22 @@ def components(db: Path) -> dict[str, float]:
     return {name: round(size / 1e6, 1) for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])}
 
 
+def rows(db: Path) -> dict[str, int]:
+    """Sources, the distinct texts the indexes hold (one row each), and the sources on current branches."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {
+            name: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            for name, table in (
+                ("sources", "mem_sources"),
+                ("texts", "mem_texts"),
+                ("visible", "mem_visible"),
+            )
+        }
+    finally:
+        conn.close()
+
+
 def in_process(db: Path, runs: int) -> dict[str, Any]:
     from pbot_watch.memory.query import search_memory
     from pbot_watch.search.index import SearchIndex
@@ -127,6 +144,7 @@ def measure(out: Path, size_mb: float, args: argparse.Namespace) -> dict[str, An
             "MB": round(size / 1e6, 1),
             "/ session bytes": round(size / session_bytes, 2),
             "by component MB": components(db),
+            "rows": rows(db),
         },
     }
 
