@@ -98,25 +98,43 @@ def team_memory_search(
         score = "ts_rank(terms, %(q)s::tsquery)"
         order = f"context, score DESC, {_NEWEST}"
     where = " AND ".join(clauses) or "true"
-    rows = conn.execute(
-        f"SELECT {_COLUMNS}, {score} AS score, count(*) OVER () FROM pbot_memory WHERE {where} "
-        f"ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s",
+    # The page's keys and the total in one pass over narrow rows; the page's texts after it (a
+    # window over whole rows read every hit's text a second time).
+    keys = conn.execute(
+        f"SELECT machine, session_id, entry_id, part, {score} AS score, count(*) OVER () FROM pbot_memory "
+        f"WHERE {where} ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s",
         {**params, "limit": limit, "offset": offset},
     ).fetchall()
-    total = int(rows[0][-1]) if rows else None
+    total = int(keys[0][-1]) if keys else None
     if total is None:
         counted = conn.execute(f"SELECT count(*) FROM pbot_memory WHERE {where}", params).fetchone()
         total = int(counted[0]) if counted else 0
+    rows = _page_rows(conn, keys)
     conn.rollback()
-    best = max((float(row[-2]) for row in rows if row[-2] is not None), default=0.0)
+    best = max((float(k[4]) for k in keys if k[4] is not None), default=0.0)
     hits = []
-    for row in rows:
+    for key_row in keys:
+        row = rows.get(tuple(key_row[:4]))
+        if row is None:
+            continue
         source, text = _source(row)
-        scored = round(float(row[-2]) / best, 4) if row[-2] is not None and best else None
+        scored = round(float(key_row[4]) / best, 4) if key_row[4] is not None and best else None
         hit = memory_hit(source, text, needle, match, scored)
         hit.machine, hit.user, hit.workspace = row[0], row[1], row[2]
         hits.append(hit)
     return _result(query, match, hits, total, key, offset, limit)
+
+
+def _page_rows(conn: psycopg.Connection, keys: Sequence[Any]) -> dict[tuple[Any, ...], Any]:
+    """The whole rows (``_COLUMNS``) of a page's sources, by ``(machine, session_id, entry_id, part)``."""
+    if not keys:
+        return {}
+    found = conn.execute(
+        f"SELECT {_COLUMNS} FROM pbot_memory WHERE (machine, session_id, entry_id, part) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[]))",
+        ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], [k[3] for k in keys]),
+    )
+    return {(row[0], row[3], row[4], row[5]): row for row in found}
 
 
 def team_recall(
