@@ -12,14 +12,18 @@ and measures on each, every figure as wall and CPU seconds of the process that d
   index), the index's size on disk against the record bytes, and the session list's median
   time on it (``search`` without a query), beside pbot's on its loaded records;
 * ``run``: ``pbot-watch run`` from an empty state and archive, until the newest session is
-  searchable, until every session is, and until it logs ``caught_up`` (searchable: records,
-  search index and raw memory); its peak RSS and the size of the resume logs it keeps (a
-  dropped file's parsed state, ``service/resume_store.py``); then an exchange appended to the
+  searchable, until every session is in the history index, until raw memory holds every file,
+  and until it logs ``caught_up`` (searchable: records, search index and raw memory); its
+  peak RSS and the size of the resume logs it keeps (a dropped file's parsed state,
+  ``service/resume_store.py``); then an exchange appended to the
   oldest session (one the service no longer holds in memory): how long until it is found in
   the history index and in raw memory, and how many bytes the service parsed for it, against
   the bytes appended (it resumes from its log: about the same);
   then ``STEADY_APPENDS`` more appends to it (steady state), p50 and max;
 * ``decode``: reading every line with the standard library's ``json`` and with msgspec.
+
+With ``--profile`` it also runs the service in process under cProfile until caught up and
+prints each part's share of the reading thread and of the listener thread.
 
 Then it prints the figures side by side with how each grew from the small corpus to the large
 one, against the growth in bytes. Targets (2-core machine): newest session searchable within
@@ -30,6 +34,7 @@ about the appended bytes. Run by hand::
     .venv/bin/python bench/first_run.py                         # 50 MB and 634 MB, temp dirs
     .venv/bin/python bench/first_run.py --out /tmp/first-run    # keep (and reuse) the corpora
     .venv/bin/python bench/first_run.py --sizes 634 --skip run,search
+    .venv/bin/python bench/first_run.py --sizes 634 --skip decode,pbot,index,search,run --profile
 
 Figures are printed, never asserted: ``tests/core/test_first_run_bench.py`` only runs it tiny.
 """
