@@ -64,6 +64,7 @@ class Grower:
         self.answers: list[str] = []
         self.fresh = FreshRecords()
         self.store = ArchiveStore(central=tmp_path / "archive", fresh=self.fresh)
+        self.cwd = str(tmp_path / "project")
         self.n = 0
 
     def step(self, what: str) -> Path | None:
@@ -88,7 +89,7 @@ class Grower:
         history = self.state.history()
         if history is None:
             return None
-        outcome, path = self.store.save(history, "/work/project")
+        outcome, path = self.store.save(history, self.cwd)
         return path if outcome == "written" else None
 
 
