@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
@@ -39,12 +39,44 @@ from pbot_watch.memory.query import BranchSource, branch_sources
 from pbot_watch.sqlite import transaction
 from pbot_watch.team.dsn import TeamUnavailable, scrub
 from pbot_watch.team.memory_rows import MemoryRow, memory_row, row_values
-from pbot_watch.team.rows import Labels, pg_text
+from pbot_watch.team.rows import Gate, Labels, allowed, pg_text, workspace_label
 from pbot_watch.team.schema import applied
 
 if TYPE_CHECKING:
+    import sqlite3
+
+    from pbot_watch.config import Settings
     from pbot_watch.search.index import SearchIndex
-    from pbot_watch.team.push import TeamPusher
+
+
+class _Ledger(Protocol):
+    conn: sqlite3.Connection
+
+
+class Pusher(Protocol):
+    """What pushing raw memory needs of ``push.py``'s pusher, which calls this module.
+
+    A protocol, so that this module does not import the one that imports it.
+    """
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def dsn(self) -> str: ...
+
+    @property
+    def gate(self) -> Gate: ...
+
+    @property
+    def pushed_by(self) -> str: ...
+
+    def connection(self) -> psycopg.Connection: ...
+
+    def disconnect(self) -> None: ...
+
+    def ledger(self) -> _Ledger: ...
+
 
 MEMORY_SCHEMA = 3
 """The first team schema with ``pbot_memory``."""
@@ -91,7 +123,7 @@ def _seen(source: BranchSource) -> str:
     return json.dumps([source.rowid, source.kind, source.timestamp, source.label, source.line_count])
 
 
-def push_memory(pusher: TeamPusher, index: SearchIndex, cache: HeaderCache) -> MemoryReport:
+def push_memory(pusher: Pusher, index: SearchIndex, cache: HeaderCache) -> MemoryReport:
     """Push the raw memory of every allowed session whose raw memory changed since the last push.
 
     Raises ``TeamUnavailable`` when the server cannot be reached or has no raw-memory table.
@@ -121,8 +153,6 @@ def push_memory(pusher: TeamPusher, index: SearchIndex, cache: HeaderCache) -> M
     sessions: dict[str, list[tuple[Path, FileStamp]]] = defaultdict(list)
     labels: dict[str, Labels] = {}
     skipped: list[tuple[Path, FileStamp]] = []
-    from pbot_watch.team.push import allowed, workspace_label  # noqa: PLC0415 - push imports this module
-
     for path, stamp in changed:
         sighting = cache.sight(path)
         workspace = sighting.workspace if isinstance(sighting.workspace, str) else None
@@ -141,7 +171,7 @@ def push_memory(pusher: TeamPusher, index: SearchIndex, cache: HeaderCache) -> M
     return report
 
 
-def _check_schema(pusher: TeamPusher) -> None:
+def _check_schema(pusher: Pusher) -> None:
     conn = pusher.connection()
     have = applied(conn)
     conn.rollback()
@@ -161,7 +191,7 @@ def _done_files(ledger: Any, files: Iterable[tuple[Path, FileStamp]]) -> None:
 
 
 def _push_session(
-    pusher: TeamPusher, index: SearchIndex, session_id: str, labels: Labels, report: MemoryReport
+    pusher: Pusher, index: SearchIndex, session_id: str, labels: Labels, report: MemoryReport
 ) -> None:
     ledger = pusher.ledger().conn
     known = {
@@ -212,7 +242,7 @@ def _texts(index: SearchIndex, sources: list[BranchSource]) -> dict[int, str]:
 
 
 def _send(
-    pusher: TeamPusher,
+    pusher: Pusher,
     index: SearchIndex,
     labels: Labels,
     batch: list[BranchSource],
@@ -295,7 +325,7 @@ def _delete(cur: psycopg.Cursor[Any], machine: str, keys: list[tuple[str, str, i
 
 
 def _tidy(
-    pusher: TeamPusher,
+    pusher: Pusher,
     session_id: str,
     labels: Labels,
     gone: list[Key],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from pbot_watch.archive.files import read_record
-from pbot_watch.archive.locations import exclusion, folder_workspace
+from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.catalog import HeaderCache
 from pbot_watch.config import Settings
 from pbot_watch.sqlite import connect, execute_script, transaction
 from pbot_watch.team.dsn import TeamUnavailable, scrub
-from pbot_watch.team.rows import Gate, Labels, NodeRow, RecordRows, record_rows
+from pbot_watch.team.rows import Gate, Labels, NodeRow, RecordRows, allowed, record_rows, workspace_label
 from pbot_watch.team.schema import applied, latest
 
 if TYPE_CHECKING:
@@ -87,18 +87,6 @@ def check_schema(conn: psycopg.Connection) -> None:
         raise TeamUnavailable(
             f"the team index's schema (version {have}) is newer than this pbot-watch knows ({latest()})"
         )
-
-
-def workspace_label(workspace: str | None) -> str:
-    """A workspace's name for the team: its folder's last part, never the path."""
-    if not workspace:
-        return ""
-    return Path(workspace.rstrip("/\\")).name or workspace
-
-
-def allowed(workspace: str | None, globs: Sequence[str]) -> bool:
-    """Whether ``team.workspaces`` lets this workspace's records leave (nothing by default)."""
-    return bool(workspace) and bool(globs) and exclusion(str(workspace), globs, ()) is None
 
 
 @dataclass

@@ -19,10 +19,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from pbot_watch.archive.locations import exclusion
 from pbot_watch.history.jstext import dumps_utf8, to_well_formed
 from pbot_watch.pi.untrusted import has_lone_surrogate
 from pbot_watch.search.dates import parse_ms
@@ -225,3 +227,15 @@ def record_rows(record: dict[str, Any], labels: Labels, holds_secret: Gate) -> R
             continue
         rows.nodes.append(row)
     return rows
+
+
+def workspace_label(workspace: str | None) -> str:
+    """A workspace's name for the team: its folder's last part, never the path."""
+    if not workspace:
+        return ""
+    return Path(workspace.rstrip("/\\")).name or workspace
+
+
+def allowed(workspace: str | None, globs: Sequence[str]) -> bool:
+    """Whether ``team.workspaces`` lets this workspace's records leave (nothing by default)."""
+    return bool(workspace) and bool(globs) and exclusion(str(workspace), globs, ()) is None
