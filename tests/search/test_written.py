@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pbot_watch.archive.atomic import write_atomic
 from pbot_watch.archive.files import ArchiveStore
-from pbot_watch.archive.fresh import FreshRecords
+from pbot_watch.archive.fresh import FreshRecords, Written
 from pbot_watch.history.project import SessionFile
 from pbot_watch.search.index import SearchIndex
 from tests.support.pi_sessions import PiSession
@@ -67,6 +67,14 @@ class Grower:
         self.cwd = str(tmp_path / "project")
         self.n = 0
 
+    def turns(self, count: int) -> Path:
+        """``count`` turns appended, each saved; the record's path."""
+        path = None
+        for _ in range(count):
+            path = self.step("turn")
+        assert path is not None
+        return path
+
     def step(self, what: str) -> Path | None:
         b, n = self.session, self.n
         self.n += 1
@@ -91,6 +99,14 @@ class Grower:
             return None
         outcome, path = self.store.save(history, self.cwd)
         return path if outcome == "written" else None
+
+
+def _names_a_few_nodes(found: Written | None) -> None:
+    """The hand-over of one appended turn says what it changed against a base, and that is a few nodes."""
+    assert found is not None
+    assert found.base is not None
+    assert found.changed is not None
+    assert 0 < len(found.changed) < len(found.record["nodes"]) // 4
 
 
 class TestFromTheWriter:
@@ -150,36 +166,22 @@ class TestFromTheWriter:
     def test_an_append_rewrites_only_its_nodes(self, tmp_path: Path) -> None:
         """The hand-over of an append names only the nodes it changed, not the whole record."""
         grower = Grower(tmp_path)
-        for _ in range(40):
-            path = grower.step("turn")
-        assert path is not None
-        grower.fresh.take(path)
-        path = grower.step("turn")
-        assert path is not None
-        found = grower.fresh.take(path)
-        assert found is not None
-        assert found.base is not None
-        assert found.changed is not None
-        assert 0 < len(found.changed) < len(found.record["nodes"]) // 4
+        grower.fresh.take(grower.turns(40))
+        path = grower.turns(1)
+        _names_a_few_nodes(grower.fresh.take(path))
 
     def test_the_first_write_after_a_start_names_what_changed_since_the_file(self, tmp_path: Path) -> None:
         """A new service (its store knows no write yet) tells the change against the record it
         read from disk: the index, which held that file, rewrites only those nodes and ends equal."""
         grower = Grower(tmp_path)
         live = SearchIndex(tmp_path / "live.db")
-        for _ in range(40):
-            path = grower.step("turn")
-        assert path is not None
-        live.update_record(path)
+        live.update_record(grower.turns(40))
         grower.fresh = FreshRecords()
         grower.store = ArchiveStore(central=tmp_path / "archive", fresh=grower.fresh)  # restarted
-        path = grower.step("turn")
-        assert path is not None
+        path = grower.turns(1)
         found = grower.fresh.take(path)
+        _names_a_few_nodes(found)
         assert found is not None
-        assert found.base is not None
-        assert found.changed is not None
-        assert 0 < len(found.changed) < len(found.record["nodes"]) // 4
         assert live.update_written(path, found)
         live.close()
         reference = SearchIndex(tmp_path / "ref.db")

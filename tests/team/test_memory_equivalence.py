@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import psycopg
@@ -67,12 +68,8 @@ def both(tmp_path: Path, team_dsn: str) -> Iterator[tuple[SearchIndex, psycopg.C
         pusher.close()
     assert report.sessions == 8
     assert report.pushed > 50
-    conn = psycopg.connect(team_dsn)
-    try:
+    with closing(index), psycopg.connect(team_dsn) as conn:
         yield index, conn
-    finally:
-        conn.close()
-        index.close()
 
 
 def test_literal_totals_equal_local_totals(both: tuple[SearchIndex, psycopg.Connection]) -> None:
