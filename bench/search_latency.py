@@ -175,6 +175,39 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(words).capitalize() + "."
 
 
+def generated_record(
+    session_id: str, title: str, session: int, exchanges: int, rng: random.Random, note: str = ""
+) -> dict[str, Any]:
+    """One session's record of ``exchanges`` generated exchanges, every summary ready.
+
+    ``session`` places its exchanges in time; ``note`` ends every summary (a later round of
+    the same record differs in it). ``team_scale.py`` builds its machines' records with this too.
+    """
+    branch = []
+    for i in range(exchanges):
+        minute = session * EXCHANGES_PER_SESSION + i
+        stamp = f"2026-{1 + minute // 40000 % 12:02d}-{1 + minute // 1400 % 28:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:00.000Z"
+        question = " ".join(sentence(rng, rng.randint(6, 14)) for _ in range(rng.randint(1, 2)))
+        answer = " ".join(sentence(rng, rng.randint(8, 18)) for _ in range(rng.randint(2, 5)))
+        if rng.random() < 0.0005:
+            answer += f" {RARE_EN} {RARE_ZH}"
+        branch.append(
+            {
+                "entryIds": [f"u{session}x{i}", f"a{session}x{i}"],
+                "from": stamp,
+                "to": stamp,
+                "completed": True,
+                "text": f"用户：\n{question}\n\n助手：\n{answer}",
+            }
+        )
+    record = index_history(SessionHistory(session_id, title, [branch]))
+    for node in record["nodes"]:
+        if node["kind"] == "summary":
+            node["text"] = " ".join(sentence(rng, 12) for _ in range(4)) + note
+            node["ready"] = True
+    return record
+
+
 def generate(folder: Path, exchanges: int, seed: int = 7) -> int:
     """Write record files holding ``exchanges`` exchanges; every summary is ready. Returns nodes."""
     rng = random.Random(seed)
@@ -185,28 +218,7 @@ def generate(folder: Path, exchanges: int, seed: int = 7) -> int:
     for s in range(sessions):
         count = exchanges - made if s == sessions - 1 else EXCHANGES_PER_SESSION
         made += count
-        branch = []
-        for i in range(count):
-            minute = s * EXCHANGES_PER_SESSION + i
-            stamp = f"2026-{1 + minute // 40000 % 12:02d}-{1 + minute // 1400 % 28:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:00.000Z"
-            question = " ".join(sentence(rng, rng.randint(6, 14)) for _ in range(rng.randint(1, 2)))
-            answer = " ".join(sentence(rng, rng.randint(8, 18)) for _ in range(rng.randint(2, 5)))
-            if rng.random() < 0.0005:
-                answer += f" {RARE_EN} {RARE_ZH}"
-            branch.append(
-                {
-                    "entryIds": [f"u{s}x{i}", f"a{s}x{i}"],
-                    "from": stamp,
-                    "to": stamp,
-                    "completed": True,
-                    "text": f"用户：\n{question}\n\n助手：\n{answer}",
-                }
-            )
-        record = index_history(SessionHistory(f"session-{s}", f"Session {s}", [branch]))
-        for node in record["nodes"]:
-            if node["kind"] == "summary":
-                node["text"] = " ".join(sentence(rng, 12) for _ in range(4))
-                node["ready"] = True
+        record = generated_record(f"session-{s}", f"Session {s}", s, count, rng)
         nodes += len(record["nodes"])
         (folder / f"{record['id']}.json").write_text(dumps(record) + "\n", encoding="utf-8")
     return nodes

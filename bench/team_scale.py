@@ -50,11 +50,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import psycopg  # noqa: E402
-from search_latency import COMMON_EN, COMMON_ZH, RARE_EN, RARE_ZH, sentence  # noqa: E402
+from search_latency import COMMON_EN, COMMON_ZH, RARE_EN, RARE_ZH, generated_record, sentence  # noqa: E402
 
 from pbot_watch.config import Settings  # noqa: E402
 from pbot_watch.history.jstext import dumps  # noqa: E402
-from pbot_watch.history.nodes import SessionHistory, index_history  # noqa: E402
 from pbot_watch.memory.index import refresh_memory, sync_memory_file  # noqa: E402
 from pbot_watch.search.index import SearchIndex  # noqa: E402
 from pbot_watch.team.gate import secret_gate  # noqa: E402
@@ -91,30 +90,14 @@ def load_average() -> str:
 def record_for(
     machine: int, session: int, exchanges: int, rng: random.Random, round_: int = 0
 ) -> dict[str, Any]:
-    branch = []
-    for i in range(exchanges):
-        minute = session * EXCHANGES_PER_SESSION + i
-        stamp = f"2026-{1 + minute // 40000 % 12:02d}-{1 + minute // 1400 % 28:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:00.000Z"
-        question = " ".join(sentence(rng, rng.randint(6, 14)) for _ in range(rng.randint(1, 2)))
-        answer = " ".join(sentence(rng, rng.randint(8, 18)) for _ in range(rng.randint(2, 5)))
-        if rng.random() < 0.0005:
-            answer += f" {RARE_EN} {RARE_ZH}"
-        branch.append(
-            {
-                "entryIds": [f"u{session}x{i}", f"a{session}x{i}"],
-                "from": stamp,
-                "to": stamp,
-                "completed": True,
-                "text": f"用户：\n{question}\n\n助手：\n{answer}",
-            }
-        )
-    record = index_history(SessionHistory(f"m{machine}-s{session}", f"Session {machine}/{session}", [branch]))
-    for node in record["nodes"]:
-        if node["kind"] == "summary":
-            node["text"] = " ".join(sentence(rng, 12) for _ in range(4)) + (
-                f" (round {round_})" if round_ else ""
-            )
-            node["ready"] = True
+    record = generated_record(
+        f"m{machine}-s{session}",
+        f"Session {machine}/{session}",
+        session,
+        exchanges,
+        rng,
+        f" (round {round_})" if round_ else "",
+    )
     nodes = record.pop("nodes")
     record.update(
         machine=f"machine-{machine:02d}",
