@@ -12,38 +12,24 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import pbot_watch_executable, scratch_user
+from tests.support.machines import ScratchMachine
 from tests.support.pi_sessions import PiSession
-from tests.support.service import ServiceProcess, wait_for
+from tests.support.service import wait_for
 
 pytestmark = pytest.mark.slow
 
 
-class Machine:
+class Machine(ScratchMachine):
     def __init__(self, root: Path, name: str) -> None:
-        self.name = name
-        self.home = root / name
-        for sub in ("state", "config", "cache"):
-            (self.home / sub).mkdir(parents=True)
-        self.workspace = self.home / "src" / "proj"
-        self.workspace.mkdir(parents=True)
-        config = self.home / "config" / "pbot-watch" / "config.toml"
-        config.parent.mkdir(parents=True)
-        config.write_text(f'machine = "{name}"\nuser = "dev"\nidle_seconds = 0.3\n', encoding="utf-8")
-        self.env = scratch_user(self.home)
-        self.sessions = self.home / ".pi" / "agent" / "sessions"
-        self.service = ServiceProcess(
-            [self.sessions],
-            None,
-            log=self.home / "service.log",
-            state_dir=self.home / "state" / "pbot-watch",
-            env=self.env,
+        super().__init__(root, name, root / name / "src" / "proj")
+        self.config_file.parent.mkdir(parents=True)
+        self.config_file.write_text(
+            f'machine = "{name}"\nuser = "dev"\nidle_seconds = 0.3\n', encoding="utf-8"
         )
 
     @property
@@ -57,18 +43,6 @@ class Machine:
             pi.assistant(f"{topic} answer {i}")
         pi.write(self.sessions / f"{session_id}.jsonl")
         return pi
-
-    def cli(self, *args: str) -> str:
-        done = subprocess.run(
-            [pbot_watch_executable(), *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
 
     def digests(self) -> dict[str, str]:
         return {

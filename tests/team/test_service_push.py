@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.support.cli import pbot_watch_executable, scratch_user
+from tests.support.machines import ScratchMachine
 from tests.support.pi_sessions import PiSession
 from tests.support.postgres import PortProxy, PostgresServer
-from tests.support.service import ServiceProcess, wait_for
+from tests.support.service import wait_for
 from tests.team.conftest import write_config
 
 pytestmark = pytest.mark.slow
@@ -20,25 +19,12 @@ pytestmark = pytest.mark.slow
 PLANTED = "sk-" + "Zq8Xw2Lr5Tn7Vb3Mk9Pd4Hs6"  # the shape of an API key, made up for this test
 
 
-class Machine:
-    """A home with its own state, config and workspace, and its service."""
+class Machine(ScratchMachine):
+    """A home with its own state, config and workspace, and its service, pushing to ``dsn``."""
 
     def __init__(self, root: Path, name: str, dsn: str) -> None:
-        self.home = root / name
-        for sub in ("state", "config", "cache"):
-            (self.home / sub).mkdir(parents=True)
-        self.workspace = root / name / "work" / "proj"
-        self.workspace.mkdir(parents=True)
+        super().__init__(root, name, root / name / "work" / "proj", {"PBOT_WATCH_TEAM_DSN": dsn})
         write_config(self.home, name, [str(self.workspace)], user=f"user-{name}")
-        self.env = {**scratch_user(self.home), "PBOT_WATCH_TEAM_DSN": dsn}
-        self.sessions = self.home / ".pi" / "agent" / "sessions"
-        self.service = ServiceProcess(
-            [self.sessions],
-            None,
-            log=self.home / "service.log",
-            state_dir=self.home / "state" / "pbot-watch",
-            env=self.env,
-        )
         self.session_count = 0
 
     def session(self, *texts: str) -> PiSession:
@@ -49,18 +35,6 @@ class Machine:
             pi.assistant(f"answered: {text}")
         pi.write(self.sessions / f"{pi.session_id}.jsonl")
         return pi
-
-    def cli(self, *args: str) -> str:
-        done = subprocess.run(
-            [pbot_watch_executable(), *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
 
 
 def _count(dsn: str, sql: str, *params: object) -> int:
