@@ -43,11 +43,15 @@ def default_session_roots() -> list[Path]:
     return [agent_dir() / "sessions"]
 
 
-def iter_session_files(root: Path, skipped: list[str] | None = None) -> Iterator[Path]:
-    """Every ``*.jsonl`` below ``root``, sorted, following directory symlinks once (as Pi's listAll does).
+def walk_folders(
+    root: Path, enter: Callable[[Path], bool] = lambda _folder: True
+) -> Iterator[list[os.DirEntry[str]]]:
+    """The entries of ``root`` and of every folder below it, each folder once, sorted by name.
 
-    A file or folder whose name is not UTF-8 is left out (``unstorable_name``), and the warning
-    saying so is added to ``skipped`` when given.
+    Directory symlinks are followed, as Pi's listAll does, and a folder reached twice (a link
+    back up, two links to one place) is walked once; ``enter`` says whether to go into a
+    subfolder. Folders that cannot be read are left out: a scan of a user's folders never
+    stops on one. The session scans and the watcher's list of linked folders both walk this.
     """
     seen: set[tuple[int, int]] = set()
     stack = [root]
@@ -64,21 +68,32 @@ def iter_session_files(root: Path, skipped: list[str] | None = None) -> Iterator
             children = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue
+        yield children
         subfolders: list[Path] = []
         for child in children:
             try:
-                if child.is_dir():
-                    folder_path = Path(child.path)
-                    if not _named_well(folder_path, skipped, "a folder"):
-                        continue
-                    subfolders.append(folder_path)
-                elif child.name.endswith(".jsonl") and child.is_file():
+                if child.is_dir() and enter(Path(child.path)):
+                    subfolders.append(Path(child.path))
+            except OSError:
+                continue
+        stack.extend(reversed(subfolders))
+
+
+def iter_session_files(root: Path, skipped: list[str] | None = None) -> Iterator[Path]:
+    """Every ``*.jsonl`` below ``root``, sorted, following directory symlinks once (``walk_folders``).
+
+    A file or folder whose name is not UTF-8 is left out (``unstorable_name``), and the warning
+    saying so is added to ``skipped`` when given.
+    """
+    for children in walk_folders(root, lambda folder: _named_well(folder, skipped, "a folder")):
+        for child in children:
+            try:
+                if child.name.endswith(".jsonl") and child.is_file():
                     path = Path(child.path)
                     if _named_well(path, skipped, "a session file"):
                         yield path
             except OSError:
                 continue
-        stack.extend(reversed(subfolders))
 
 
 def _named_well(path: Path, skipped: list[str] | None, kind: str) -> bool:

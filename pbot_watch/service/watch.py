@@ -40,6 +40,7 @@ from watchdog.observers.polling import PollingObserver
 
 from pbot_watch.pi.untrusted import unstorable_name
 from pbot_watch.service.status import ObserverInfo, RootInfo
+from pbot_watch.sources import walk_folders
 
 log = structlog.get_logger("pbot_watch.service")
 
@@ -131,28 +132,13 @@ def linked_folders(root: Path) -> dict[Path, Path]:
     them), each with the real folder it points to; a folder reached twice is listed once.
     """
     found: dict[Path, Path] = {}
-    seen: set[tuple[int, int]] = set()
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            st = folder.stat()
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
+    for children in walk_folders(root):
+        for entry in children:
             try:
-                if not entry.is_dir():
-                    continue
-                path = Path(entry.path)
-                if entry.is_symlink():
-                    found[path] = path.resolve()
+                if entry.is_symlink() and entry.is_dir():
+                    found[Path(entry.path)] = Path(entry.path).resolve()
             except (OSError, RuntimeError):  # a loop of links: resolve gives up
                 continue
-            stack.append(path)
     return found
 
 
