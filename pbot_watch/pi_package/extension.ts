@@ -482,6 +482,9 @@ function registerFooter(pi: ExtensionAPI, bridge: Bridge): void {
 	let timer: ReturnType<typeof setInterval> | undefined;
 	let shown: string | undefined;
 	let asking = false;
+	// One late answer (a child still starting on a busy machine) is not an outage: the footer
+	// says "unavailable" only when two asks in a row fail, and keeps what it showed meanwhile.
+	let failedAsks = 0;
 
 	pi.on("session_start", (_event, ctx) => {
 		if (!ctx.hasUI) return;
@@ -493,8 +496,10 @@ function registerFooter(pi: ExtensionAPI, bridge: Bridge): void {
 				const asked = { installed: bridge.config.version };
 				const reply = await bridge.request<{ text: string | null }>("footer", asked, bridge.config.timeouts.statusMs);
 				text = reply?.text ?? undefined;
+				failedAsks = 0;
 			} catch {
-				text = "pbot-watch: unavailable";
+				failedAsks += 1;
+				text = failedAsks >= 2 ? "pbot-watch: unavailable" : shown;
 			} finally {
 				asking = false;
 			}

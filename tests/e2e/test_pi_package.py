@@ -580,7 +580,7 @@ class TestHistoryBrowser:
     def test_child_that_cannot_start_names_the_fix(
         self, pi_install: PiInstall, tmp_path: Path, model: OpenAIServer
     ) -> None:
-        """/history without a working pbot-watch tells the person to run `pbot-watch pi install`."""
+        """/history without a working pbot-watch tells the person to run `pbot-watch pi install`; the footer says unavailable."""
         scene = Scene(pi_install, tmp_path, model)
         scene.rewrite_config(command=[str(tmp_path / "gone" / "pbot-watch"), "pi", "serve"])
         with scene.world.rpc(scene.project) as pi:
@@ -594,6 +594,17 @@ class TestHistoryBrowser:
                 ),
                 "the /history notice",
                 since=mark,
+            )
+            # The footer waits for a second failed ask before it says so (one may be a slow start).
+            pi.wait_for(
+                lambda r: (
+                    r.get("type") == "extension_ui_request"
+                    and r.get("method") == "setStatus"
+                    and r.get("statusText") == "pbot-watch: unavailable"
+                ),
+                "the footer to say pbot-watch is unavailable",
+                30,
+                since=0,
             )
         assert "run `pbot-watch pi install` again" in shown["message"]
         assert "This is not" not in shown["message"]
