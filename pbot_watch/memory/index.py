@@ -42,6 +42,7 @@ from pbot_watch.memory.extract import (
     current_leaf_id,
     path_to_root,
 )
+from pbot_watch.memory.tally import TALLY_SCHEMA, TALLY_TABLES, TallyWriter, forget_text
 from pbot_watch.memory.texts import (
     CHUNK_SLOTS,
     OVERFLOW_CHUNKS,
@@ -64,7 +65,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 11
+MEMORY_SCHEMA_VERSION = 12
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -76,7 +77,7 @@ text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a r
 10: ``mem_visible`` has each visible source's text and timestamp, so an unscoped query filters
 and orders candidates without reading their sources; 11: a terms row's id is its text's and its
 place (``texts.CHUNK_SLOTS``): ``mem_chunks`` names only the chunks past a long text's first
-eight.)"""
+eight; 12: ``mem_tallies``, the texts holding each common literal needle, ``tally.py``.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -99,6 +100,7 @@ MEMORY_TABLES = (
     "mem_path",
     "mem_visible",
     "mem_pinned",
+    *TALLY_TABLES,
     "mem_lines",  # of memory schema 3 and before
 )
 
@@ -195,9 +197,13 @@ _SCHEMA = (
   rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL, text INTEGER NOT NULL, stamp TEXT NOT NULL
 )""",
     "CREATE INDEX mem_visible_by_text ON mem_visible(text)",
+    # Newest first as a literal search orders (query.py's _NEWEST_VISIBLE): a common word's page is
+    # found by walking this until it is full, not by sorting its tens of thousands of hits.
+    "CREATE INDEX mem_visible_newest ON mem_visible(CAST(stamp AS BLOB) || X'FF')",
     # Files a pinned query read that lie under no session root (Pi's session folder is not the
     # service's): a refresh of the roots keeps them, so the next pinned query goes on from its cursor.
     "CREATE TABLE mem_pinned(file INTEGER PRIMARY KEY)",
+    *TALLY_SCHEMA,
 )
 
 
@@ -342,6 +348,8 @@ class _FileWriter:
         """The branch must be walked again at ``finish`` (a rewrite, a fork, a ``/tree`` move)."""
         self.placed: dict[str, int] = {}
         """Entries put on the branch by this writer, with their position."""
+        self.tallies = TallyWriter(self.conn)
+        """Tests each text that becomes visible against the tallied needles (``tally.py``)."""
 
     def _next(self, table: str) -> int:
         return int(self.conn.execute(f"SELECT coalesce(max(rowid), 0) + 1 FROM {table}").fetchone()[0])
@@ -433,6 +441,16 @@ class _FileWriter:
             "INSERT INTO mem_path(branch, entry_id, pos) VALUES (?,?,?)",
             ((self.branch, entry_id, pos) for pos, entry_id in enumerate(path)),
         )
+        if self.tallies:
+            # Texts that were on no current branch before this walk: the tallies have not seen them.
+            for text, data, packed in self.conn.execute(
+                "SELECT t.rowid, t.data, t.packed FROM mem_texts t WHERE t.rowid IN (SELECT s.text FROM mem_sources s "
+                "JOIN mem_path p ON p.branch = ? AND p.entry_id = s.entry_id WHERE s.file = ?) "
+                "AND NOT EXISTS (SELECT 1 FROM mem_visible v WHERE v.text = t.rowid)",
+                (self.branch, self.file),
+            ):
+                self.tallies.visible_bytes(text, self.codec.unpacked_bytes(data, packed))
+            self.tallies.flush()
         self.conn.execute(
             "DELETE FROM mem_visible WHERE rowid IN (SELECT rowid FROM mem_sources WHERE file = ?)",
             (self.file,),
@@ -474,6 +492,7 @@ class _FileWriter:
             position = None if self.stale else self._position(source.entry_id)
             if position is not None:
                 visible.append((rowid, self.branch, position, text_id, stamp))
+                self.tallies.visible(text_id, text)
         self.conn.executemany(
             "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, timestamp, label, "
             "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -482,6 +501,7 @@ class _FileWriter:
         self.conn.executemany(
             "INSERT INTO mem_visible(rowid, branch, pos, text, stamp) VALUES (?,?,?,?,?)", visible
         )
+        self.tallies.flush()
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)
@@ -869,6 +889,7 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
     )
     conn.execute("DELETE FROM mem_chunks WHERE text = ?", (text_id,))
     conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (text_id,))
+    forget_text(conn, text_id)
 
 
 def _drop_file(conn: sqlite3.Connection, path: str) -> None:
@@ -972,6 +993,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
         for table in ("mem_literal", "mem_terms"):
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
         for table in (
+            *TALLY_TABLES,  # first: the sources leaving their branches then count in no tally
             *_BRANCH_TABLES,
             "mem_pinned",
             "mem_chunks",

@@ -6,6 +6,13 @@ abandoned branch — are never candidates, whatever the query. A caller that kno
 is asking (the Pi extension) pins that session's branch with a ``MemoryScope``; the arguments
 can then only narrow it. The tables are ``index.py``'s; the indexes only narrow the candidates
 of a literal search, and every hit is confirmed on the source's exact text here.
+
+An unscoped literal search (MCP, the CLI: every session's current branch) must give an exact
+total however common its needle is, in milliseconds. Its candidates are each confirmed once,
+and then SQLite counts and pages the visible sources of the texts that hold the needle
+(``_kept_literal_page``): a big page is walked newest first on ``mem_visible_newest`` until it is
+full, never sorted whole. A needle with many candidates keeps a tally (``tally.py``), so its next
+search confirms nothing: its total is kept, its texts listed.
 """
 
 from __future__ import annotations
@@ -27,9 +34,11 @@ from pbot_watch.memory.index import (
     source_lines,
     source_texts,
     text_bytes,
+    text_codec,
     text_lines,
 )
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
+from pbot_watch.memory.tally import TALLY_MIN, holds, register, tallied, version
 from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
@@ -223,21 +232,19 @@ class _KeptLabels(dict[int, MemoryContext]):
         A branch's own read (``_boundary``) costs a query each: 300 of them for one unscoped
         search of 300 sessions. This reads the compactions on every current branch at once.
         """
-        latest: dict[int, tuple[int, str]] = {}
-        for branch, at, kept in self.conn.execute(
-            "SELECT p.branch, p.pos, e.kept FROM mem_entries e JOIN mem_branches b ON b.file = e.file "
+        latest: dict[int, tuple[int, int | None]] = {}
+        for branch, at, kept_at in self.conn.execute(
+            "SELECT p.branch, p.pos, (SELECT k.pos FROM mem_path k WHERE k.branch = p.branch AND k.entry_id = e.kept) "
+            "FROM mem_entries e JOIN mem_branches b ON b.file = e.file "
             "JOIN mem_path p ON p.branch = b.id AND p.entry_id = e.entry_id WHERE e.kept IS NOT NULL AND EXISTS ("
             "SELECT 1 FROM mem_sources s WHERE s.file = e.file AND s.seq = e.seq AND s.entry_id = e.entry_id "
             "AND s.kind = 'compaction' AND s.rowid <= ?)",
             (self.snapshot,),
         ):
             if branch not in latest or at > latest[branch][0]:
-                latest[branch] = (at, kept)
-        for branch, (at, kept) in latest.items():
-            kept_at = self.conn.execute(
-                "SELECT pos FROM mem_path WHERE branch = ? AND entry_id = ?", (branch, kept)
-            ).fetchone()
-            self.boundaries[branch] = boundary_at(at, None if kept_at is None else int(kept_at[0]))
+                latest[branch] = (at, kept_at)
+        for branch, (at, kept_at) in latest.items():
+            self.boundaries[branch] = boundary_at(at, kept_at)
         self.all_boundaries = True
 
     def _boundary(self, branch: int) -> int | None:
@@ -758,23 +765,6 @@ def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
     return None, (), False
 
 
-def _holds(raw: bytes, needle: str, encoded: bytes) -> bool:
-    """Whether a text (its UTF-8, ``raw``) holds ``needle`` (lower-cased, ``encoded`` its UTF-8) once
-    lower-cased: ``_lines_with``'s answer without decoding and lower-casing most texts.
-
-    Found in ``raw`` with only ASCII lower-cased: it is in the lower-cased text (the needle's
-    characters are their own lower case, a match starts and ends on character boundaries since
-    UTF-8 never starts a character with a continuation byte, and lower-casing maps each
-    character on its own). Not found in an ASCII text: not there either. Otherwise (a text with
-    other characters, which may lower-case into the needle) the text is decoded and asked.
-    """
-    if encoded in raw or encoded in raw.lower():  # most hits are there as written: no copy made
-        return True
-    if raw.isascii():
-        return False
-    return needle in raw.decode("utf-8", "surrogatepass").lower()
-
-
 def _capped_texts(index: SearchIndex) -> set[int]:
     """The ``mem_texts`` row ids of capped texts (a pasted log: a handful, read by a partial index)."""
     return {text for (text,) in index.conn.execute("SELECT rowid FROM mem_texts WHERE capped")}
@@ -791,7 +781,7 @@ def _confirmed(index: SearchIndex, needle: str, texts: Iterable[int], capped: Co
     indexed = [text for text in wanted if text not in capped]
     for start in range(0, len(indexed), TEXT_BATCH):
         for text, raw in text_bytes(index.conn, indexed[start : start + TEXT_BATCH]).items():
-            if _holds(raw, needle, encoded):
+            if holds(raw, needle, encoded):
                 held.add(text)
     return held
 
@@ -806,6 +796,10 @@ def _literal_page(
     if "\n" in needle:
         return [], 0  # a line never holds a newline
     candidates, params, exact = _literal_plan(needle)
+    if scope.kept and candidates is not None:
+        found = _kept_literal_page(index, needle, scope, (candidates, params, exact), offset, limit)
+        if found is not None:
+            return found
     order = _in_order(index, scope, candidates, params)
     capped = _capped_texts(index)
     if exact:
@@ -820,6 +814,170 @@ def _literal_page(
     page = _first_lines(index, needle, hits[offset : offset + limit])
     assert page is not None, "confirmed hits hold the needle"
     return page, len(hits)
+
+
+def _kept_literal_page(
+    index: SearchIndex,
+    needle: str,
+    scope: _Scope,
+    plan: tuple[str, tuple[Any, ...], bool],
+    offset: int,
+    limit: int,
+) -> tuple[list[tuple[_Row, int | None, float | None]], int] | None:
+    """``_literal_page`` of an unscoped search, counted and paged by SQLite on the current branches'
+    rows (``mem_visible``): no Python object per hit but the page's. ``None``: the index and a text
+    disagree.
+
+    A tallied needle (``tally.py``) has its total kept and its texts listed: nothing is matched or
+    read but the page. Otherwise every visible candidate text is tested once (only the capped ones
+    when the index is exact for the needle), and a needle with many of them gets a tally for the
+    next search.
+    """
+    conn = index.conn
+    candidates, params, exact = plan
+    found = tallied(conn, needle)
+    if found is None:
+        seen = version(conn)
+        held, tested = _tested(index, needle, (candidates, params), scope.snapshot, exact=exact)
+        if not held:
+            return [], 0
+        if tested >= TALLY_MIN and register(
+            conn,
+            needle,
+            held,
+            seen,
+            lambda: _tested(index, needle, (candidates, params), _max_rowid(index), exact=exact)[0],
+        ):
+            found = tallied(conn, needle)
+        if found is None:
+            _fill_held(index, held)
+            return _kept_page(index, needle, scope, ("temp.mem_held", "1", ()), None, offset, limit)
+    # The kept total counts every visible source: it is this search's when none came since its snapshot.
+    total = found.total if found.newest <= scope.snapshot else None
+    return _kept_page(
+        index, needle, scope, ("mem_tally_texts", "h.tally = ?", (found.ident,)), total, offset, limit
+    )
+
+
+def _tested(
+    index: SearchIndex, needle: str, candidates: tuple[str, tuple[Any, ...]], snapshot: int, *, exact: bool
+) -> tuple[set[int], int]:
+    """The visible candidate texts of ``needle`` that hold it, and how many candidates there were.
+
+    One statement, its rows streamed (a text at a time in memory); a capped text is read line by
+    line (``text_lines``), never whole. ``exact``: the index is exact for the needle
+    (``_literal_plan``), so only the capped texts are read.
+    """
+    conn = index.conn
+    sql, params = candidates
+    visible = f"SELECT v.text FROM mem_visible v WHERE v.text IN ({sql}) AND v.rowid <= ?"
+    if exact:
+        texts = {text for (text,) in conn.execute(visible, (*params, snapshot))}
+        capped = texts & _capped_texts(index)
+        return texts - capped | _confirmed(index, needle, capped, capped), len(texts)
+    encoded = needle.encode("utf-8", "surrogatepass")
+    codec = text_codec(conn)
+    held: set[int] = set()
+    tested = 0
+    for text, is_capped, data, packed in conn.execute(
+        "SELECT t.rowid, t.capped, CASE WHEN t.capped THEN NULL ELSE t.data END, t.packed FROM mem_texts t "
+        f"WHERE t.rowid IN ({visible})",
+        (*params, snapshot),
+    ):
+        tested += 1
+        if is_capped:
+            found = bool(_streamed_lines_with(text_lines(conn, text), needle, every=False))
+        else:
+            found = holds(codec.unpacked_bytes(data, packed), needle, encoded)
+        if found:
+            held.add(text)
+    return held, tested
+
+
+def _fill_held(index: SearchIndex, held: Iterable[int]) -> None:
+    """The texts that hold this search's needle, as a temp table the page's SQL reads (one transaction)."""
+    conn = index.conn
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS mem_held(text INTEGER PRIMARY KEY)")
+    with transaction(conn, immediate=False):
+        conn.execute("DELETE FROM temp.mem_held")
+        conn.executemany("INSERT INTO temp.mem_held(text) VALUES (?)", ((t,) for t in held))
+
+
+def _fill_bounds(index: SearchIndex, labels: _KeptLabels) -> None:
+    """Every current branch's compaction boundary as of the snapshot, as a temp table: SQLite then
+    orders historical hits first itself.
+    """
+    labels.load_boundaries()
+    conn = index.conn
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS mem_bounds(branch INTEGER PRIMARY KEY, boundary INTEGER NOT NULL)"
+    )
+    with transaction(conn, immediate=False):
+        conn.execute("DELETE FROM temp.mem_bounds")
+        conn.executemany(
+            "INSERT INTO temp.mem_bounds(branch, boundary) VALUES (?, ?)",
+            ((branch, at) for branch, at in labels.boundaries.items() if at is not None),
+        )
+
+
+WALK_FROM = 1_000
+"""Hits from which an unscoped literal page is found by walking the current branches' sources newest
+first (``mem_visible_newest``) until it is full, rather than by sorting every hit."""
+
+
+def _kept_page(
+    index: SearchIndex,
+    needle: str,
+    scope: _Scope,
+    texts: tuple[str, str, tuple[Any, ...]],
+    total: int | None,
+    offset: int,
+    limit: int,
+) -> tuple[list[tuple[_Row, int | None, float | None]], int] | None:
+    """The total (unless known) and one page of the visible sources whose text is one of ``texts``
+    (a table ``h`` with a ``text`` column, a condition on it and its parameters): historical first,
+    each group newest first (``_in_order``'s order). ``None`` when a page's text does not hold ``needle``.
+
+    Few hits are read and ordered whole. Many are walked newest first, one group and then the
+    other, until the page is full: a common word is found within its first rows, where sorting
+    its tens of thousands of hits cost hundreds of milliseconds.
+    """
+    conn = index.conn
+    labels = scope.labels
+    assert isinstance(labels, _KeptLabels)
+    table, condition, params = texts
+    joined = f"{table} h CROSS JOIN mem_visible v ON v.text = h.text WHERE {condition} AND v.rowid <= ?"
+    args: tuple[Any, ...] = (*params, scope.snapshot)
+    if total is None:
+        (total,) = conn.execute(f"SELECT count(*) FROM {joined}", args).fetchone()
+    if not total or offset >= total:
+        return [], int(total)
+    wanted = offset + limit
+    if total < WALK_FROM:
+        placed = conn.execute(
+            f"SELECT v.rowid, v.branch, v.pos FROM {joined} ORDER BY {_NEWEST_VISIBLE}", args
+        ).fetchall()
+        if len({branch for _rowid, branch, _pos in placed}) > _BRANCH_READS:
+            labels.load_boundaries()
+        groups: tuple[list[int], list[int]] = ([], [])
+        for rowid, branch, pos in placed:
+            groups[_CONTEXT_ORDER[labels.place(rowid, branch, pos)]].append(rowid)
+        shown = (groups[0] + groups[1])[offset:wanted]
+    else:
+        _fill_bounds(index, labels)
+        walk = (
+            "SELECT v.rowid, v.branch, v.pos FROM mem_visible v INDEXED BY mem_visible_newest "
+            "LEFT JOIN temp.mem_bounds b ON b.branch = v.branch WHERE v.rowid <= ? AND coalesce(v.pos < b.boundary, 0) = ? "
+            f"AND EXISTS (SELECT 1 FROM {table} h WHERE {condition} AND h.text = v.text) ORDER BY {_NEWEST_VISIBLE} LIMIT ?"
+        )
+        found = conn.execute(walk, (scope.snapshot, 1, *params, wanted)).fetchall()
+        if len(found) < wanted:
+            found += conn.execute(walk, (scope.snapshot, 0, *params, wanted - len(found))).fetchall()
+        for rowid, branch, pos in found:
+            labels.place(rowid, branch, pos)
+        shown = [rowid for rowid, _branch, _pos in found[offset:wanted]]
+    page = _first_lines(index, needle, shown)
+    return None if page is None else (page, int(total))
 
 
 def _first_lines(

@@ -1,0 +1,149 @@
+"""A tallied needle's totals and pages equal a full count, whatever happened to the session files since.
+
+A literal search of a needle with many candidate texts keeps a tally (``memory/tally.py``): the
+texts that hold it, kept by the writer as texts become visible. These tests tally every needle
+(``TALLY_MIN`` lowered), drive session files through appends, ``/tree`` moves, compactions, forks,
+rewrites and truncations, and compare each search with a count made from scratch: every source
+on each file's branch walked from its entries, its whole text read and tested line by line.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from pbot_watch.memory import query, tally
+from pbot_watch.memory.handles import make_handle
+from pbot_watch.memory.index import ensure_memory_tables, source_text
+from pbot_watch.memory.query import _CONTEXT_ORDER, _desc, _max_rowid, _walked_scope, search_memory
+from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.pages import MAX_MEMORY_PAGE
+from tests.memory.test_kept_scope import STEPS, Corpus, Step
+
+NEEDLES = ["econnreset", "timeout after", "question 1", "npm"]
+"""Needles of more than three characters (the texts are read to confirm) and one of three (the index is exact)."""
+
+
+def counted(index: SearchIndex, needle: str) -> list[str]:
+    """The handles of every hit of ``needle`` in a literal search's order, counted from scratch."""
+    snapshot = _max_rowid(index)
+    rowids, scope = _walked_scope(index, None, None, snapshot)
+    rows = {
+        rowid: (session_id, entry_id, part, stamp)
+        for rowid, session_id, entry_id, part, stamp in index.conn.execute(
+            "SELECT s.rowid, f.session_id, s.entry_id, s.part, s.timestamp FROM mem_sources s "
+            "JOIN mem_files f ON f.id = s.file"
+        )
+    }
+    hits = [
+        rowid
+        for rowid in rowids
+        if any(needle in line.lower() for line in source_text(index.conn, rowid).split("\n"))
+    ]
+    hits.sort(key=lambda r: (_CONTEXT_ORDER[scope.labels[r]], _desc(rows[r][3]), -r))
+    return [make_handle(*rows[r][:3]) for r in hits]
+
+
+def check(index: SearchIndex, needle: str) -> None:
+    expected = counted(index, needle)
+    result = search_memory(index, needle, limit=MAX_MEMORY_PAGE)
+    assert result.total == len(expected), needle
+    assert [hit.handle for hit in result.hits] == expected[:MAX_MEMORY_PAGE], needle
+    if len(expected) > 3:  # a later page of the same order
+        second = search_memory(
+            index, needle, limit=2, after=search_memory(index, needle, limit=2).next_cursor
+        )
+        assert [hit.handle for hit in second.hits] == expected[2:4], needle
+
+
+@pytest.fixture
+def tally_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every needle with a candidate is tallied (the corpus is small)."""
+    monkeypatch.setattr(query, "TALLY_MIN", 1)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+def test_a_tally_equals_a_full_count_after_any_changes(
+    tmp_path_factory: Any, tally_all: None, steps: list[Step]
+) -> None:
+    root = tmp_path_factory.mktemp("tally")
+    corpus = Corpus(root / "sessions")
+    with SearchIndex(root / "search.db") as index:
+        ensure_memory_tables(index)
+        for kind, k in [*steps, ("sync", 0)]:
+            if kind == "sync":
+                corpus.sync(index)
+                for needle in NEEDLES:
+                    check(index, needle)
+            else:
+                corpus.step(kind, k)
+        if any(counted(index, needle) for needle in NEEDLES):
+            assert index.conn.execute("SELECT 1 FROM mem_tallies").fetchone(), "searches were tallied"
+
+
+def test_a_tally_is_read_instead_of_the_texts(tmp_path: Path, tally_all: None) -> None:
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    for n in range(5):
+        session.user(f"question {n} about ECONNRESET")
+        session.assistant(f"answer {n}: retry the npm test")
+    with SearchIndex(tmp_path / "search.db") as index:
+        corpus.sync(index)
+        assert search_memory(index, "retry the").total == 5
+        found = tally.tallied(index.conn, "retry the")
+        assert found is not None
+        assert found.total == 5
+        held = {t for (t,) in index.conn.execute(tally.TALLIED_TEXTS, (found.ident,))}
+        assert len(held) == 5
+        # An append the writer tests against the tally; no text read again to count it.
+        session.assistant("answer 5: retry the npm test")
+        corpus.sync(index)
+        assert len({t for (t,) in index.conn.execute(tally.TALLIED_TEXTS, (found.ident,))}) == 6
+        again = tally.tallied(index.conn, "retry the")
+        assert again is not None
+        assert again.total == 6
+        check(index, "retry the")
+
+
+def test_a_search_does_not_wait_for_the_write_lock_to_tally(tmp_path: Path, tally_all: None) -> None:
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    session.user("question about ECONNRESET")
+    session.assistant("answer: retry the npm test")
+    with SearchIndex(tmp_path / "search.db") as index:
+        corpus.sync(index)
+        writer = sqlite3.connect(tmp_path / "search.db", isolation_level=None)
+        try:
+            writer.execute("BEGIN IMMEDIATE")  # the service is writing
+            result = search_memory(index, "npm test")
+            assert result.total == 1
+            assert tally.tallied(index.conn, "npm test") is None
+            writer.execute("ROLLBACK")
+        finally:
+            writer.close()
+        assert search_memory(index, "npm test").total == 1
+        assert tally.tallied(index.conn, "npm test") is not None
+
+
+def test_tallies_are_bounded_least_recently_used_first(
+    tmp_path: Path, tally_all: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tally, "MAX_TALLIES", 3)
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    for n in range(5):
+        session.user(f"question {n}0 about ECONNRESET")
+    with SearchIndex(tmp_path / "search.db") as index:
+        corpus.sync(index)
+        for n in range(5):
+            assert search_memory(index, f"question {n}0").total == 1
+        kept = [n for (n,) in index.conn.execute("SELECT needle FROM mem_tallies ORDER BY id")]
+        assert kept == ["question 20", "question 30", "question 40"]
+        assert not index.conn.execute(
+            "SELECT 1 FROM mem_tally_texts WHERE tally NOT IN (SELECT id FROM mem_tallies)"
+        ).fetchone()
