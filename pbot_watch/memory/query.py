@@ -1004,9 +1004,18 @@ def _desc(text: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in text)
 
 
-def _best_chunks(index: SearchIndex, terms: list[str], scope: _Scope) -> dict[int, tuple[float, int]]:
+def _best_chunks(
+    index: SearchIndex,
+    terms: list[str],
+    scope: _Scope,
+    places: dict[int, tuple[str, int, int]] | None = None,
+) -> dict[int, tuple[float, int]]:
     """Each source in scope holding any of ``terms``: its best chunk's BM25 score (higher is
     better) and first line, the first such chunk in the index's order when several tie.
+
+    ``places``, unscoped: filled with each source's timestamp, branch and position, read with its
+    chunks from the current branches' row the query joins anyway (not a read of tens of thousands
+    of rows again).
     """
     scored: dict[int, tuple[float, int]] = {}
     # The index has each text once: every source in scope with a matching text has its chunks.
@@ -1017,14 +1026,20 @@ def _best_chunks(index: SearchIndex, terms: list[str], scope: _Scope) -> dict[in
         if scope.kept
         else f"mem_sources s ON s.text = {text} WHERE {scope.within('s.rowid')} AND "
     )
-    for source, line, rank in index.conn.execute(
-        f"SELECT s.rowid, {LINE_OF_CHUNK.format(row='mem_terms.rowid')}, bm25(mem_terms) FROM mem_terms "
+    placing = places is not None and scope.kept
+    where = ", s.stamp, s.branch, s.pos" if placing else ""  # mem_visible's columns
+    for source, line, rank, *place in index.conn.execute(
+        f"SELECT s.rowid, {LINE_OF_CHUNK.format(row='mem_terms.rowid')}, bm25(mem_terms){where} FROM mem_terms "
         f"JOIN {sources}mem_terms MATCH ?",
         (fts_any(terms),),
     ):
         score = -rank
         best = scored.get(source)
-        if best is None or score > best[0]:
+        if best is None:
+            scored[source] = (score, line)
+            if places is not None and placing:
+                places[source] = (place[0], place[1], place[2])
+        elif score > best[0]:
             scored[source] = (score, line)
     return scored
 
@@ -1061,11 +1076,14 @@ def _terms_page(
     terms = query_terms(query)
     if not terms:
         return [], 0
-    scored = _best_chunks(index, terms, scope)
-    ids = list(scored)
     labels = scope.labels
+    places: dict[int, tuple[str, int, int]] = {}
+    scored = _best_chunks(index, terms, scope, places)
+    ids = list(scored)
     placed: list[tuple[int, str, int, int]] = []
-    for start in range(0, len(ids), 500):
+    if scope.kept:
+        placed = [(rowid, *places[rowid]) for rowid in ids]
+    for start in range(0, 0 if scope.kept else len(ids), 500):
         part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
         if isinstance(labels, _KeptLabels):

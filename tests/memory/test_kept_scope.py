@@ -9,6 +9,7 @@ the one walked from the stored entries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,16 @@ class Corpus:
         for path, _session in self.sessions:
             sync_memory_file(index, path)
 
+    def play(self, index: SearchIndex, steps: list[Step], check: Callable[[], None]) -> None:
+        """Take ``steps``, syncing where they say and at the end, and ``check()`` after each sync."""
+        ensure_memory_tables(index)
+        for kind, k in [*steps, ("sync", 0)]:
+            if kind == "sync":
+                self.sync(index)
+                check()
+            else:
+                self.step(kind, k)
+
 
 def kept_and_walked(index: SearchIndex) -> tuple[dict[int, Any], dict[int, Any]]:
     snapshot = _max_rowid(index)
@@ -96,14 +107,12 @@ def test_the_kept_branches_equal_a_walk_after_any_changes(tmp_path_factory: Any,
     root = tmp_path_factory.mktemp("kept")
     corpus = Corpus(root / "sessions")
     with SearchIndex(root / "search.db") as index:
-        ensure_memory_tables(index)
-        for kind, k in [*steps, ("sync", 0)]:
-            if kind == "sync":
-                corpus.sync(index)
-                kept, walked = kept_and_walked(index)
-                assert kept == walked
-            else:
-                corpus.step(kind, k)
+
+        def same() -> None:
+            kept, walked = kept_and_walked(index)
+            assert kept == walked
+
+        corpus.play(index, steps, same)
 
 
 def test_an_unscoped_search_finds_what_is_on_each_current_branch_only(tmp_path: Path) -> None:

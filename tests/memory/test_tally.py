@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pbot_watch.memory import query, tally
 from pbot_watch.memory.handles import make_handle
-from pbot_watch.memory.index import ensure_memory_tables, source_text
+from pbot_watch.memory.index import source_text
 from pbot_watch.memory.query import _CONTEXT_ORDER, _desc, _max_rowid, _walked_scope, search_memory
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.pages import MAX_MEMORY_PAGE
@@ -74,14 +74,12 @@ def test_a_tally_equals_a_full_count_after_any_changes(
     root = tmp_path_factory.mktemp("tally")
     corpus = Corpus(root / "sessions")
     with SearchIndex(root / "search.db") as index:
-        ensure_memory_tables(index)
-        for kind, k in [*steps, ("sync", 0)]:
-            if kind == "sync":
-                corpus.sync(index)
-                for needle in NEEDLES:
-                    check(index, needle)
-            else:
-                corpus.step(kind, k)
+
+        def same() -> None:
+            for needle in NEEDLES:
+                check(index, needle)
+
+        corpus.play(index, steps, same)
         if any(counted(index, needle) for needle in NEEDLES):
             assert index.conn.execute("SELECT 1 FROM mem_tallies").fetchone(), "searches were tallied"
 
