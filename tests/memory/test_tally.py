@@ -145,3 +145,21 @@ def test_tallies_are_bounded_least_recently_used_first(
         assert not index.conn.execute(
             "SELECT 1 FROM mem_tally_texts WHERE tally NOT IN (SELECT id FROM mem_tallies)"
         ).fetchone()
+
+
+def test_a_compaction_another_process_writes_relabels_the_next_search(
+    tmp_path: Path, tally_all: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(query, "WALK_FROM", 1)  # the page walked, its boundaries kept between searches
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    for n in range(6):
+        session.user(f"question {n} about ECONNRESET")
+        session.assistant(f"answer {n}: retry the npm test")
+    with SearchIndex(tmp_path / "search.db") as reader, SearchIndex(tmp_path / "search.db") as writer:
+        corpus.sync(writer)
+        assert {hit.context for hit in search_memory(reader, "retry the").hits} == {"retained"}
+        session.compaction(corpus.ids(session)[6])
+        corpus.sync(writer)
+        check(reader, "retry the")
+        assert {hit.context for hit in search_memory(reader, "retry the").hits} == {"historical", "retained"}
