@@ -8,6 +8,7 @@ Raw memory:
 * ``index``: the memory tables in ``search.db``, kept in step with the session files.
 * ``listener``: the service's side: raw memory from the entries it parses anyway.
 * ``query``: ``search_memory`` and ``recall``; ``models``: their JSON shapes and the cues'.
+* ``tally``: exact totals of common literal needles, kept by the writer as texts become visible.
 
 Memory cues:
 
