@@ -46,17 +46,19 @@ def cues_command(session_file: Path, leaf: str | None, context_window: int, as_j
     from datetime import datetime  # noqa: PLC0415
 
     from pbot_watch.config import load_settings  # noqa: PLC0415
-    from pbot_watch.memory.cue_follow import FollowedCues, NotASession  # noqa: PLC0415
+    from pbot_watch.memory.cue_follow import FollowedCues, NotASession, ledger_store  # noqa: PLC0415
     from pbot_watch.memory.cues import ledger_cues  # noqa: PLC0415
 
-    cap = load_settings().cues.cap(context_window)  # as the Pi extension's child applies it
+    settings = load_settings()
+    cap = settings.cues.cap(context_window)  # as the Pi extension's child applies it
 
     if not session_file.exists():
         raise CommandError(f"{session_file}: no such file", EXIT_USAGE)
     if not session_file.is_file():
         raise CommandError(f"{session_file}: not a file (give a Pi session's .jsonl file)", EXIT_USAGE)
     try:  # a ledger read piece by piece: a marathon session's entries never live at once
-        ledger = FollowedCues().ledger(session_file)
+        # From the ledger the service or the Pi child saved, if any: only what was appended is read.
+        ledger = FollowedCues(ledger_store(settings.state_dir)).ledger(session_file)
     except NotASession as error:
         raise CommandError(f"{session_file}: not a Pi session (no session header)", EXIT_USAGE) from error
     except OSError as error:

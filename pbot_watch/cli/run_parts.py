@@ -11,6 +11,7 @@ the summary engine an ``IdleWorker`` and a ``"summaries"`` status provider, the 
 from __future__ import annotations
 
 from pbot_watch.archive.fresh import FreshRecords
+from pbot_watch.memory.cue_listener import CueLedgerFollower
 from pbot_watch.memory.listener import MemoryFollower
 from pbot_watch.search.listener import SearchListener
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
@@ -28,6 +29,11 @@ def build_extensions(context: ServiceContext) -> Extensions:
     memory = MemoryFollower(settings.state_dir)
     extensions.followers.append(memory)
     extensions.status_providers["memory"] = memory.status
+    # Cue ledgers of marathon sessions, kept from the same entries and saved for the Pi child
+    # (memory/cue_listener.py): its first cues of a session the service read load them.
+    cue_ledgers = CueLedgerFollower(settings.state_dir)
+    extensions.followers.append(cue_ledgers)
+    extensions.status_providers["cue_ledgers"] = cue_ledgers.status
 
     # Summaries: the idle worker, the folders it learns from written records, and its status.
     from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415 - built only for `run`

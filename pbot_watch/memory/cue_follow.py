@@ -13,20 +13,21 @@ cursor's plan) is read again from its start.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import msgspec
+import zstandard
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import ensure_dir, write_atomic
 from pbot_watch.log import get_logger
-from pbot_watch.memory.cues import Call, CueLedger, Work, utc_moment
+from pbot_watch.memory.cues import Call, CueLedger, Work
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact import policy
@@ -44,21 +45,40 @@ SAVE_EVERY = 64 << 20
 so a process stopped in the middle resumes from there; smaller growth is saved when idle."""
 SAVED_FROM = 16 << 20
 """Only the ledgers of files this big are saved: a smaller file is read whole in well under a second."""
-LEDGER_FORMAT: Literal[1] = 1
+LEDGER_FORMAT: Literal[2] = 2
+"""2: a JSON head line, then the body as msgpack in one zstd frame. 1 (JSON through pydantic,
+1.4 s to load at 300 MB) is ignored and its files removed (``clean_ledgers``)."""
+LEDGER_STORE = "cue-ledgers"
+"""The state directory's folder of saved cue ledgers: the service saves there, the Pi child and
+``pbot-watch cues`` look there."""
+LEDGER_SUFFIX = ".cues"
+OLD_SUFFIXES = (".json",)
+"""Ledgers of earlier formats: never read, removed when the store is cleaned."""
+LEDGER_HEAD = 64 << 10
+"""At most this many bytes of a saved ledger are read for its head (the file's path, where it
+was read to): what cleaning the store and the service's start look at, without the body."""
+_PACK = zstandard.ZstdCompressor(level=3, write_checksum=True)
+"""Level 3: a 300 MB session's ledger (12 MB of msgpack) in tens of milliseconds, a quarter of its
+size; the checksum makes a damaged body a refused one, not a wrong ledger."""
 
 
-class StoredLedger(BaseModel):
-    """A ``CueLedger`` and where its file was read to, on disk: a new process goes on from there.
+def ledger_store(state_dir: Path) -> Path:
+    """Where the saved cue ledgers of this state directory are."""
+    return state_dir / LEDGER_STORE
 
-    Pi starts a new child each time it starts, and a marathon session's first cues must not
-    cost a parse of the whole file each time. What a ledger keeps is the cue lines as this
-    version of pbot-watch writes them, redacted or not: a ledger of another version, or made
-    with the other redaction setting, is not used (the file is read again).
+
+class LedgerHead(BaseModel):
+    """What a saved ledger is of, and where its file was read to: the first line of the file, JSON.
+
+    A ledger keeps the cue lines as this version of pbot-watch writes them, redacted or not: a
+    ledger of another version or format, or made with the other redaction setting, or for
+    another file, is not used (the file is read again). ``body`` is the length of what follows,
+    so a file cut short is refused before it is decoded.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal[1] = LEDGER_FORMAT
+    format: Literal[2]
     version: str
     redacted: bool
     path: str
@@ -66,110 +86,151 @@ class StoredLedger(BaseModel):
     """The session header (JSON): a reader resumes with it."""
     cursor: tuple[int, int, int, str, str, int, str]
     entries: int
+    v1_headers: list[int]
+    """A v1 file's extra header lines before ``cursor`` (``SessionReader.resume`` takes them)."""
+    body: int
+
+    def current(self, path: Path) -> bool:
+        """Made for ``path`` by this version of this format with this redaction setting."""
+        return self.version == __version__ and self.redacted == policy.enabled() and self.path == _named(path)
+
+
+class LedgerBody(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A ``CueLedger``'s state, as msgpack: decoded by msgspec straight into its parts.
+
+    A marathon session's ledger holds tens of thousands of lines and links; validating them
+    one by one as pydantic models is what made a new Pi child wait 1.4 s before its first cues.
+    msgspec checks every field's type as strictly while it decodes, in C.
+    """
+
     next_order: int
     last_id: str | None
     links: list[tuple[str, str | None]]
     """Each entry id and its parent."""
     kept: dict[str, str]
-    work: list[tuple[int, str, int, str, str, str, str, bool, str, str | None]]
-    """order, entry id, part, handle, timestamp, full, brief, failed, tool, path."""
-    recalls: list[tuple[str, str, int]]
-    cue_calls: dict[str, tuple[str, str, str | None, str | None]]
-    """name, shown argument, its key, file."""
+    work: list[Work]
+    recalls: list[tuple[str, tuple[str, int]]]
+    cue_calls: dict[str, Call]
     own_calls: dict[str, bool]
-    answered: list[str]
+    answered: set[str]
     unanswered: dict[str, list[int]]
 
     @classmethod
-    def of(cls, path: Path, header: SessionHeader, cursor: Cursor, ledger: CueLedger) -> StoredLedger:
+    def of(cls, ledger: CueLedger) -> LedgerBody:
         return cls(
-            version=__version__,
-            redacted=policy.enabled(),
-            path=str(path),
-            header=header.model_dump_json(),
-            cursor=cursor.row(),
-            entries=ledger.entries,
             next_order=ledger.next_order,
             last_id=ledger.last_id,
             links=list(ledger.links.values()),
             kept=ledger.kept,
-            work=[
-                (
-                    w.order,
-                    w.key[0],
-                    w.key[1],
-                    w.handle,
-                    w.timestamp,
-                    w.full,
-                    w.brief,
-                    w.failed,
-                    w.tool,
-                    w.path,
-                )
-                for w in ledger.work.values()
-            ],
-            recalls=[(entry_id, key[0], key[1]) for entry_id, key in ledger.recalls],
-            cue_calls={
-                i: (c.name, c.argument[0], c.argument[1], c.file) for i, c in ledger.cue_calls.items()
-            },
+            work=list(ledger.work.values()),
+            recalls=ledger.recalls,
+            cue_calls=ledger.cue_calls,
             own_calls=ledger.own_calls,
-            answered=sorted(ledger.answered),
+            answered=ledger.answered,
             unanswered=ledger.unanswered,
         )
 
-    def current(self, path: Path) -> bool:
-        """Made for ``path`` by this version with this redaction setting."""
-        return self.version == __version__ and self.redacted == policy.enabled() and self.path == str(path)
-
-    def restore(self) -> tuple[SessionHeader, Cursor, CueLedger]:
-        header = SessionHeader.model_validate_json(self.header)
+    def restore(self, header: SessionHeader, entries: int) -> CueLedger:
         ledger = CueLedger(header.id, header.workspace)
-        ledger.entries, ledger.next_order, ledger.last_id = self.entries, self.next_order, self.last_id
-        ledger.links = {entry_id: (entry_id, parent) for entry_id, parent in self.links}
+        ledger.entries, ledger.next_order, ledger.last_id = entries, self.next_order, self.last_id
+        ledger.links = {link[0]: link for link in self.links}
         ledger.kept = self.kept
-        ledger.work = {
-            order: Work(
-                (entry_id, part), handle, order, stamp, utc_moment(stamp), full, brief, failed, tool, file
-            )
-            for order, entry_id, part, handle, stamp, full, brief, failed, tool, file in self.work
-        }
-        ledger.recalls = [(entry_id, (key, part)) for entry_id, key, part in self.recalls]
-        ledger.cue_calls = {
-            i: Call(name, (value, key), file) for i, (name, value, key, file) in self.cue_calls.items()
-        }
+        ledger.work = {work.order: work for work in self.work}
+        ledger.recalls = self.recalls
+        ledger.cue_calls = self.cue_calls
         ledger.own_calls = self.own_calls
-        ledger.answered = set(self.answered)
+        ledger.answered = self.answered
         ledger.unanswered = self.unanswered
-        return header, Cursor.from_row(self.cursor), ledger
+        return ledger
 
 
-LEDGER_HEAD = 64 << 10
-"""Bytes of a saved ledger read for its file's path (``StoredLedger`` writes it fourth, after three short fields)."""
-_PATH_FIELD = re.compile(rb'"path":("(?:[^"\\]|\\.)*")')
+_BODY = msgspec.msgpack.Decoder(LedgerBody)
+
+
+class LedgerRefused(ValueError):
+    """A saved ledger that is damaged, cut short, or of another format."""
+
+
+def encode_ledger(path: Path, reader: SessionReader, cursor: Cursor, ledger: CueLedger) -> bytes:
+    r"""The saved form of ``ledger`` of ``path``, read by ``reader`` up to ``cursor``.
+
+    Raises ``UnicodeEncodeError`` for a ledger holding a lone surrogate (a tool output with a
+    ``\ud800`` escape): msgpack holds UTF-8 only; such a file is read by each process instead.
+    """
+    assert reader.header is not None
+    body = _PACK.compress(msgspec.msgpack.encode(LedgerBody.of(ledger)))
+    head = LedgerHead(
+        format=LEDGER_FORMAT,
+        version=__version__,
+        redacted=policy.enabled(),
+        path=_named(path),
+        header=reader.header.model_dump_json(),
+        cursor=cursor.row(),
+        entries=ledger.entries,
+        v1_headers=list(reader.v1_headers),
+        body=len(body),
+    )
+    return head.model_dump_json().encode() + b"\n" + body
+
+
+def ledger_head(data: bytes) -> LedgerHead:
+    """The head of a saved ledger (its first line); raises ``LedgerRefused``."""
+    line, newline, _ = data.partition(b"\n")
+    if not newline:
+        raise LedgerRefused("no head line")
+    try:
+        return LedgerHead.model_validate_json(line)
+    except ValidationError as error:
+        raise LedgerRefused(str(error)) from None
+
+
+def decode_ledger(data: bytes, head: LedgerHead) -> tuple[SessionHeader, Cursor, SessionReader, CueLedger]:
+    """The ledger whose saved form is ``data`` (with its ``head``), and the reader that goes on after it."""
+    body = data[data.index(b"\n") + 1 :]
+    if len(body) != head.body:
+        raise LedgerRefused(f"body of {len(body)} bytes, {head.body} written")
+    try:
+        state = _BODY.decode(zstandard.ZstdDecompressor().decompress(body))
+        header = SessionHeader.model_validate_json(head.header)
+    except (zstandard.ZstdError, msgspec.DecodeError, ValidationError) as error:
+        raise LedgerRefused(str(error)) from None
+    cursor = Cursor.from_row(head.cursor)
+    reader = SessionReader.resume(header, cursor.offset, head.entries, head.v1_headers)
+    return header, cursor, reader, state.restore(header, head.entries)
+
+
+def _named(path: Path) -> str:
+    """The name a ledger knows its file by: the real path, so the service (which found the file
+    under its roots) and Pi (which names it from its own session folder) name it alike.
+    """
+    return os.path.realpath(path)
 
 
 def clean_ledgers(store: Path) -> int:
-    """Delete the saved ledgers whose session file is gone; how many.
+    """Delete the saved ledgers whose session file is gone, and those of earlier formats; how many.
 
     A ledger is named by a hash of its file's path, so nothing but the file's disappearance
     ever replaces or removes it: without this, every marathon session Pi ever ran would leave
     megabytes behind in the state folder. The Pi child calls it once, in its first idle moment.
-    Only the head of each ledger is read; one whose path cannot be read there is left alone
-    (a damaged one is replaced when its file is read again).
+    Only the head of each ledger is read; one whose head cannot be read is left alone (a
+    damaged one is replaced when its file is read again).
     """
     removed = 0
     try:
-        saved = sorted(store.glob("*.json"))
+        saved = sorted(store.iterdir())
     except OSError:
         return 0
     for stored in saved:
         try:
-            with stored.open("rb") as handle:
-                found = _PATH_FIELD.search(handle.read(LEDGER_HEAD))
-            if found is None:
+            if stored.suffix in OLD_SUFFIXES:
+                stored.unlink()
+                removed += 1
                 continue
-            path = json.loads(found.group(1))
-            if not isinstance(path, str) or os.path.lexists(path):
+            if stored.suffix != LEDGER_SUFFIX:
+                continue
+            with stored.open("rb") as handle:
+                head = ledger_head(handle.read(LEDGER_HEAD))
+            if os.path.lexists(head.path):
                 continue
             stored.unlink()
             removed += 1
@@ -197,25 +258,41 @@ class _Followed:
     behind: bool = True
     """Bytes were left unread at the last read (a budget stopped it), or nothing was read yet."""
     unsaved: int = 0
-    """Bytes read since the ledger was last saved."""
+    """Bytes read since the ledger was last saved (or loaded)."""
+    saved_at: int | None = None
+    """The saved ledger's ``st_mtime_ns`` when it was last loaded or written here: another
+    process (the service) saving a newer one changes it."""
 
 
 class FollowedCues:
     """Ledgers of the last few session files asked about, brought up to date as they grow.
 
-    With ``store`` (a folder of the state directory), each ledger is saved there as the file is
-    read, and a new process starts from the saved one: only what was appended since is read.
+    With ``store`` (``ledger_store`` of the state directory), each ledger is saved there as the
+    file is read, and a new process starts from the saved one: only what was appended since is
+    read. The service keeps the same ledgers from the entries it reads anyway (``take``), so a
+    Pi child asked about a session the service has read finds its ledger saved, current up to
+    the last append or so. ``save_every`` is how many bytes read since the last save make the
+    next one (a first read of a marathon session is saved as it goes, so a process stopped in
+    the middle resumes from there); the rest is saved when idle (``follow``) or when the ledger
+    leaves this process's few (``keep``).
     """
 
     def __init__(
-        self, store: Path | None = None, keep: int = FOLLOWED_FILES, saved_from: int = SAVED_FROM
+        self,
+        store: Path | None = None,
+        keep: int = FOLLOWED_FILES,
+        saved_from: int = SAVED_FROM,
+        save_every: int = SAVE_EVERY,
     ) -> None:
         self.store = store
         self.keep = keep
         self.saved_from = saved_from
+        self.save_every = save_every
         self._files: OrderedDict[Path, _Followed] = OrderedDict()
         self.bytes_read = 0
         """Session bytes read so far (what a benchmark or a test compares with the appends)."""
+        self.taken = 0
+        """Reads of another reader whose entries were fed as they were (``take``)."""
 
     def watch(self, path: Path) -> None:
         """Follow ``path`` from now on (read in idle moments), without reading it now."""
@@ -231,8 +308,9 @@ class FollowedCues:
         """
         self.watch(path)
         self._files.move_to_end(path)
+        self._fresher(path)
         try:
-            while (followed := self._read(path, SAVE_EVERY)).behind:
+            while (followed := self._read(path, self.save_every)).behind:
                 self._save(path, followed)  # a process stopped in the middle resumes from here
         except NotRegularFile as refused:  # a FIFO or a device: never opened, never read
             self._files.pop(path, None)
@@ -243,7 +321,7 @@ class FollowedCues:
         if followed.ledger is None:
             self._files.pop(path, None)
             raise NotASession(f"{path}: not a Pi session")
-        if followed.unsaved >= SAVE_EVERY:
+        if followed.unsaved >= self.save_every:
             self._save(path, followed)
         return followed.ledger
 
@@ -255,6 +333,7 @@ class FollowedCues:
         """
         for path in reversed(list(self._files)):
             try:
+                self._fresher(path)
                 followed = self._read(path, budget)
             except OSError:
                 self._files.pop(path, None)
@@ -267,6 +346,70 @@ class FollowedCues:
                 self._save(path, followed)
                 return True
         return False
+
+    def take(
+        self,
+        path: Path,
+        header: SessionHeader,
+        start: int,
+        entries: Sequence[dict[str, Any]],
+        cursor: Cursor,
+    ) -> bool:
+        """Feed ``path``'s ledger the entries another reader parsed (the service's); whether it could.
+
+        ``start`` is where they begin in the file (0: the file from its start), ``cursor`` where
+        that reader stopped. They are fed when they go on where the ledger stands (held here,
+        or saved and still the file's beginning), or start the file again (a ledger that still
+        matches the file skips the entries it holds). Otherwise (nothing known of the file's
+        beginning) nothing is fed: the caller reads the file (``ledger``), once.
+        """
+        followed = self._files.get(path)
+        if followed is None and (followed := self._load(path)) is not None:
+            self._files[path] = followed
+        if followed is not None:
+            self._files.move_to_end(path)
+        ledger = followed.ledger if followed is not None else None
+        held = followed.cursor if followed is not None else None
+        if start == 0:
+            skip = 0
+            if ledger is not None and held is not None and _still_prefix(path, held, cursor):
+                skip = ledger.entries  # bytes the ledger read are the file's beginning still
+            else:
+                ledger = CueLedger(header.id, header.workspace)
+                followed = self._files[path] = _Followed(SessionReader(), ledger)
+                held = None
+            if skip > len(entries):
+                return False
+            ledger.feed(entries[skip:])
+        elif ledger is not None and held is not None and held.offset == start and _same_file(held, cursor):
+            ledger.feed(entries)
+        else:
+            return False
+        assert followed is not None
+        followed.unsaved += cursor.offset - (held.offset if held is not None else 0)
+        followed.cursor, followed.fed, followed.behind = cursor, cursor.offset, False
+        followed.reader = SessionReader.resume(header, cursor.offset, ledger.entries)
+        self.taken += 1
+        self._trim()
+        return True
+
+    def save_due(self, path: Path, *, at_end: bool) -> None:
+        """Save ``path``'s ledger if ``save_every`` bytes wait, or it was never saved and its reading reached the file's end.
+
+        Not after every append: a saved ledger at most ``save_every`` behind costs a process
+        that loads it that many bytes to read, and saving a marathon session's costs tens of ms.
+        """
+        followed = self._files.get(path)
+        if followed is None or not followed.unsaved:
+            return
+        if followed.unsaved >= self.save_every or (at_end and followed.saved_at is None):
+            self._save(path, followed)
+
+    def save_all(self) -> None:
+        """Save every ledger with bytes not saved yet (a process about to stop)."""
+        for path, followed in list(self._files.items()):
+            if followed.unsaved:
+                self._save(path, followed)
 
     def _read(self, path: Path, budget: int | None) -> _Followed:
         followed = self._files[path]
@@ -299,46 +442,100 @@ class FollowedCues:
             followed.cursor = tail.cursor(reader.consumed)
         return followed
 
-    def _file(self, path: Path) -> Path | None:
+    def saved_file(self, path: Path) -> Path | None:
+        """Where the ledger of ``path`` is saved (``None``: this process saves none)."""
         if self.store is None:
             return None
-        name = hashlib.blake2b(str(path).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-        return self.store / f"{name}.json"
+        name = hashlib.blake2b(_named(path).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        return self.store / f"{name}{LEDGER_SUFFIX}"
 
     def _load(self, path: Path) -> _Followed | None:
-        """The saved ledger of ``path``, if one was saved by this version (else it is read anew)."""
-        stored = self._file(path)
+        """The saved ledger of ``path``, if one of this version is there and the file still begins with what it read."""
+        stored = self.saved_file(path)
         if stored is None:
             return None
         try:
-            saved = StoredLedger.model_validate_json(stored.read_bytes())
+            with stored.open("rb") as handle:
+                stamp = os.fstat(handle.fileno()).st_mtime_ns
+                data = handle.read()
+            head = ledger_head(data)
+            if not head.current(path):
+                return None
+            _header, cursor, reader, ledger = decode_ledger(data, head)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, ValidationError) as error:  # damaged or of another format
+        except (OSError, LedgerRefused) as error:  # damaged, cut short, or of another format
             log.warning("cue_ledger_unreadable", path=str(stored), error=str(error)[:200])
             return None
-        if not saved.current(path):
+        try:
+            with SessionTail(path) as tail:
+                if tail.plan(cursor, whole=False)[0] == "reread":
+                    return None  # the file was rewritten since: read it again
+        except OSError:
             return None
-        header, cursor, ledger = saved.restore()
-        reader = SessionReader.resume(header, cursor.offset, ledger.entries)
-        return _Followed(reader, ledger, cursor, fed=cursor.offset, behind=False)
+        return _Followed(reader, ledger, cursor, fed=cursor.offset, behind=False, saved_at=stamp)
+
+    def _fresher(self, path: Path) -> None:
+        """Take the saved ledger of ``path`` instead of reading on, when another process saved one further.
+
+        A child that began reading a marathon session itself (no ledger was saved yet) would
+        otherwise go on reading for many seconds what the service has meanwhile saved.
+        """
+        followed = self._files.get(path)
+        stored = self.saved_file(path)
+        if followed is None or stored is None or not followed.behind:
+            return
+        try:
+            stamp = stored.stat().st_mtime_ns
+        except OSError:
+            return
+        if stamp == followed.saved_at:
+            return
+        followed.saved_at = stamp
+        loaded = self._load(path)
+        if loaded is not None and loaded.fed > followed.fed:
+            self._files[path] = loaded
 
     def _save(self, path: Path, followed: _Followed) -> None:
         """Save the ledger as of the last complete line read; a failure only costs a later read."""
         followed.unsaved = 0
-        stored = self._file(path)
-        header = followed.reader.header
-        if stored is None or followed.ledger is None or header is None or followed.cursor is None:
+        stored = self.saved_file(path)
+        if (
+            stored is None
+            or followed.ledger is None
+            or followed.reader.header is None
+            or followed.cursor is None
+        ):
             return
         if followed.cursor.offset < self.saved_from:
             return
         try:
             ensure_dir(stored.parent)  # 0700, as every folder of the state
-            data = StoredLedger.of(path, header, followed.cursor, followed.ledger).model_dump_json()
-            write_atomic(stored, data.encode("utf-8", "surrogatepass"), sync_dir=False)
+            data = encode_ledger(path, followed.reader, followed.cursor, followed.ledger)
+            write_atomic(stored, data, sync_dir=False)
+            followed.saved_at = stored.stat().st_mtime_ns
+        except UnicodeEncodeError:
+            log.info("cue_ledger_not_saved", path=str(stored), error="a lone surrogate in a cue line")
         except OSError as error:
             log.warning("cue_ledger_not_saved", path=str(stored), error=str(error))
 
     def _trim(self) -> None:
         while len(self._files) > self.keep:
-            self._files.popitem(last=False)
+            path, followed = self._files.popitem(last=False)
+            if followed.unsaved:
+                self._save(path, followed)
+
+
+def _same_file(held: Cursor, cursor: Cursor) -> bool:
+    return (held.dev, held.ino) == (cursor.dev, cursor.ino)
+
+
+def _still_prefix(path: Path, held: Cursor, cursor: Cursor) -> bool:
+    """Whether the bytes a ledger read up to ``held`` still begin the file another reader read to ``cursor``."""
+    if not _same_file(held, cursor) or held.offset > cursor.offset:
+        return False
+    try:
+        with SessionTail(path) as tail:
+            return tail.plan(held, whole=False)[0] != "reread"
+    except OSError:
+        return False

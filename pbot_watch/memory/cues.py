@@ -50,6 +50,8 @@ from datetime import UTC, datetime, tzinfo
 from operator import itemgetter
 from typing import Any
 
+import msgspec
+
 from pbot_watch.history.jstext import collapse_whitespace
 from pbot_watch.memory.branch import kept_boundary
 from pbot_watch.memory.cue_text import (
@@ -155,13 +157,14 @@ Key = tuple[str, int]
 """What tells a source apart inside its session: the anchor entry id and the part."""
 
 
-@dataclass(frozen=True, slots=True)
-class Work:
+class Work(msgspec.Struct, frozen=True, array_like=True):
     """A tool event as its entries say it, before any branch: kept by ``CueLedger`` per source.
 
     Everything here is a function of the session file alone (the text of the line, its
     handle, its time), so a ledger computes it once, when the entry arrives, and keeps no
-    output text: a 300 MB session's ledger holds its lines, not its tool outputs.
+    output text: a 300 MB session's ledger holds its lines, not its tool outputs. A msgspec
+    struct, so that a saved ledger (``cue_follow.py``) decodes straight into these: a marathon
+    session has tens of thousands of them, and a new Pi child loads them before its first cues.
     """
 
     key: Key
@@ -271,9 +274,11 @@ def _argument(arguments: Any) -> tuple[str, str | None]:
     return scrub(json.dumps(arguments, ensure_ascii=False)), None
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """What a cue line needs of a tool call block: its name, shown argument and file (no payload)."""
+class Call(msgspec.Struct, frozen=True, array_like=True):
+    """What a cue line needs of a tool call block: its name, shown argument and file (no payload).
+
+    A msgspec struct as ``Work`` is: a saved ledger keeps every call a later result may pair with.
+    """
 
     name: str
     argument: tuple[str, str | None]

@@ -64,8 +64,6 @@ log = get_logger(__name__)
 CUE_CACHE_SIZE = 8
 """Cue blocks kept (a few sessions' branches): a repeated question is answered without re-reading."""
 
-CUE_LEDGERS = "cue-ledgers"
-"""The state directory's folder of saved cue ledgers (``memory/cue_follow.py``)."""
 IDLE_FOLLOW_S = 1.0
 """How often an idle child looks whether the session files it follows grew (a ``stat`` each)."""
 MEMORY_TOOLS = frozenset({"search_memory", "recall_memory"})
@@ -154,9 +152,9 @@ class Child:
     def followed(self) -> FollowedCues:
         """The cue ledgers of the session files Pi asked about (made on first need: the imports)."""
         if self._followed is None:
-            from pbot_watch.memory.cue_follow import FollowedCues  # noqa: PLC0415
+            from pbot_watch.memory.cue_follow import FollowedCues, ledger_store  # noqa: PLC0415
 
-            self._followed = FollowedCues(self.settings.state_dir / CUE_LEDGERS)
+            self._followed = FollowedCues(ledger_store(self.settings.state_dir))
         return self._followed
 
     def ahead(self) -> MemoryAhead:
@@ -177,10 +175,10 @@ class Child:
         """
         try:
             if not self._cleaned:  # once per child: the saved ledgers of session files that are gone
-                from pbot_watch.memory.cue_follow import clean_ledgers  # noqa: PLC0415
+                from pbot_watch.memory.cue_follow import clean_ledgers, ledger_store  # noqa: PLC0415
 
                 self._cleaned = True
-                clean_ledgers(self.settings.state_dir / CUE_LEDGERS)
+                clean_ledgers(ledger_store(self.settings.state_dir))
             while self._announced:
                 path = self._announced.popleft()
                 if self.settings.cues.enabled:

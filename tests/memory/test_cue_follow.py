@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pbot_watch.memory.cue_follow import FollowedCues, NotASession
+from pbot_watch.memory.cue_follow import FollowedCues, NotASession, clean_ledgers
 from pbot_watch.memory.cues import CueLedger, ledger_cues
 from pbot_watch.pi.entries import SessionReader
 from tests.memory.test_cues import random_session
@@ -158,8 +158,21 @@ class TestSavedLedgers:
         assert second.bytes_read == grown
         assert saved.exists()
 
-    @pytest.mark.parametrize("damage", ["garbage", "other version", "other path"])
-    def test_a_damaged_or_foreign_ledger_is_not_used(self, tmp_path: Path, damage: str) -> None:
+    @pytest.mark.parametrize(
+        "damage",
+        [
+            "garbage",
+            "cut short",
+            "a body byte changed",
+            "other version",
+            "other format",
+            "other path",
+            "other redaction",
+            "empty",
+        ],
+    )
+    def test_a_damaged_stale_or_foreign_ledger_is_not_used(self, tmp_path: Path, damage: str) -> None:
+        """Whatever is wrong with the saved ledger, the file is read again and the cues are its own."""
         path = tmp_path / "s.jsonl"
         session_with_work(path)
         store = tmp_path / "ledgers"
@@ -167,15 +180,64 @@ class TestSavedLedgers:
         first.ledger(path)
         first.follow()
         (saved,) = store.iterdir()
+        data = saved.read_bytes()
+        line, _, body = data.partition(b"\n")
+        head = json.loads(line)
         if damage == "garbage":
-            saved.write_bytes(b"{not json")
+            data = b"{not json"
+        elif damage == "cut short":
+            data = data[: len(data) - 10]
+        elif damage == "a body byte changed":
+            at = len(line) + 1 + len(body) // 2
+            data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+        elif damage == "empty":
+            data = b""
         else:
-            data = json.loads(saved.read_bytes())
-            data["version" if damage == "other version" else "path"] = "something else"
-            saved.write_text(json.dumps(data))
+            field, value = {
+                "other version": ("version", "0.0.1"),
+                "other format": ("format", 1),
+                "other path": ("path", str(tmp_path / "elsewhere.jsonl")),
+                "other redaction": ("redacted", not head["redacted"]),
+            }[damage]
+            head[field] = value
+            data = json.dumps(head).encode() + b"\n" + body
+        saved.write_bytes(data)
         second = FollowedCues(store, saved_from=0)
         assert ledger_cues(second.ledger(path)) == cues_of(path)
         assert second.bytes_read == path.stat().st_size  # read again, whole
+
+    def test_a_ledger_of_a_file_rewritten_since_is_not_used(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.jsonl"
+        session_with_work(path)
+        store = tmp_path / "ledgers"
+        first = FollowedCues(store, saved_from=0)
+        first.ledger(path)
+        first.follow()
+        work = Work(tmp_path / "other.jsonl", session="sess-other")
+        work.run("cargo test", "test result: FAILED\n", error=True)
+        work.compact()
+        path.write_bytes((tmp_path / "other.jsonl").read_bytes() + b"\n" * 4000)  # same inode, longer
+        second = FollowedCues(store, saved_from=0)
+        assert ledger_cues(second.ledger(path)).session_id == "sess-other"
+        assert second.bytes_read == path.stat().st_size
+
+    def test_ledgers_of_gone_files_and_old_formats_are_cleaned(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.jsonl"
+        session_with_work(path)
+        gone = tmp_path / "gone.jsonl"
+        session_with_work(gone)
+        store = tmp_path / "ledgers"
+        first = FollowedCues(store, saved_from=0)
+        first.ledger(path)
+        first.ledger(gone)
+        while first.follow():
+            pass
+        assert len(list(store.iterdir())) == 2
+        (store / "0123.json").write_text('{"format": 1}')  # a ledger of format 1 (JSON)
+        gone.unlink()
+        assert clean_ledgers(store) == 2
+        (kept,) = store.iterdir()
+        assert kept == first.saved_file(path)
 
     def test_small_files_leave_no_saved_ledger(self, tmp_path: Path) -> None:
         path = tmp_path / "s.jsonl"

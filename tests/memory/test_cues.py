@@ -648,12 +648,20 @@ class TestRealPi:
 # ---- feeding: the cues depend on the entries, not on how the file was read ----------------
 
 
-def random_session(path: Path, seed: int) -> None:
+def random_session(path: Path, seed: int, *, moves: bool = False) -> Work:
+    """Tool work, talk, recalls and compactions; with ``moves``, /tree moves (with their summaries) too."""
     rng = random.Random(seed)
     work = Work(path)
     handles: list[str] = []
     for _ in range(rng.randint(5, 40)):
         roll = rng.random()
+        if moves and roll < 0.12 and work.w.entries:
+            # /tree: go on from an earlier entry, as often as not leaving a summary of the branch left.
+            left = work.w.leaf
+            work.w.branch_at(rng.choice(work.w.entries)["id"])
+            if left is not None and rng.random() < 0.5:
+                work.w.branch_summary(left, id=work._id("b"))
+            continue
         if roll < 0.3:
             handles.append(
                 work.run(f"cmd {rng.randint(0, 9)}", "out\n" * rng.randint(0, 5), rng.random() < 0.3)
@@ -668,6 +676,7 @@ def random_session(path: Path, seed: int) -> None:
             work.talk("anything 预算 😀")
         else:
             work.compact()
+    return work
 
 
 def read_in_pieces(data: bytes, cuts: list[int], restart: int | None) -> tuple[str, list[dict[str, Any]]]:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pbot_watch.config import Settings, load_settings
-from pbot_watch.memory.cue_follow import FollowedCues, clean_ledgers
+from pbot_watch.memory.cue_follow import FollowedCues, clean_ledgers, ledger_head
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import MemorySync, refresh_memory, sync_memory_file
 from pbot_watch.memory.query import MemoryScope
@@ -199,12 +199,17 @@ class TestLedgerCleaning:
             followed = FollowedCues(store, saved_from=0)
             followed.ledger(path)
             followed.follow()  # caught up: saved
-        saved = sorted(store.glob("*.json"))
-        assert len(saved) == 2
-        assert {json.loads(p.read_bytes())["path"] for p in saved} == {str(kept), str(gone)}
+
+        def paths() -> set[str]:
+            return {
+                ledger_head(p.read_bytes()).path for p in store.glob("*.cues") if p.name != "damaged.cues"
+            }
+
+        assert len(list(store.glob("*.cues"))) == 2
+        assert paths() == {os.path.realpath(kept), os.path.realpath(gone)}
         gone.unlink()
-        (store / "damaged.json").write_bytes(b"{not json")
+        (store / "damaged.cues").write_bytes(b"{not json")  # left alone: replaced when its file is read
         assert clean_ledgers(store) == 1
-        left = {json.loads(p.read_bytes())["path"] for p in store.glob("*.json") if p.name != "damaged.json"}
-        assert left == {str(kept)}
+        assert paths() == {os.path.realpath(kept)}
+        assert (store / "damaged.cues").exists()
         assert clean_ledgers(tmp_path / "no-such-folder") == 0

@@ -15,7 +15,7 @@ import pytest
 
 from pbot_watch import __version__
 from pbot_watch.config import load_settings
-from pbot_watch.memory.cue_follow import FollowedCues
+from pbot_watch.memory.cue_follow import FollowedCues, ledger_head, ledger_store
 from tests.memory.work import Work, budget_session
 from tests.pi_bridge.child import ServeChild
 from tests.pi_bridge.test_ahead import WORDS, long_session
@@ -411,7 +411,7 @@ class TestPreparedAhead:
         self, isolated_home: Path, tmp_path: Path
     ) -> None:
         """Once, in its first idle moment: the ledger of a deleted session goes, a live one stays."""
-        store = load_settings({}).state_dir / "cue-ledgers"
+        store = ledger_store(load_settings({}).state_dir)
         kept, gone = tmp_path / "kept.jsonl", tmp_path / "gone.jsonl"
         for path in (kept, gone):
             Work(path).run("make", "done\n")
@@ -419,12 +419,12 @@ class TestPreparedAhead:
             followed.ledger(path)
             followed.follow()
         gone.unlink()
-        assert len(list(store.glob("*.json"))) == 2
+        assert len(list(store.glob("*.cues"))) == 2
         with ServeChild() as child:
             assert "result" in child.ask("hello")
             wait_for(
-                lambda: len(list(store.glob("*.json"))) == 1 or None,
+                lambda: len(list(store.glob("*.cues"))) == 1 or None,
                 timeout=30,
                 what="the gone file's ledger deleted",
             )
-        assert [json.loads(p.read_bytes())["path"] for p in store.glob("*.json")] == [str(kept)]
+        assert [ledger_head(p.read_bytes()).path for p in store.glob("*.cues")] == [os.path.realpath(kept)]
