@@ -21,9 +21,11 @@ small second session, then runs each part of ``--parts`` on it:
   session is all searched), in a child that has no saved cue ledger; then how long the child
   took to build the session's raw memory ahead (until a pinned search says it is all searched),
   and a warm search; then in a new child (Pi restarted) that finds the ledger the first one
-  saved while idle; then after a turn and a compaction appended. On the service part's state
-  when it ran first (raw memory built by the service, as where it runs), else on its own
-  (the child builds raw memory ahead). The child's peak RSS over both.
+  saved while idle; then after a turn and a compaction appended. All that where no service
+  runs; then where the service read the session (the service part's state when it ran first,
+  else ``pbot-watch run`` started on the big session until caught up): a new child's cues
+  from the ledger the service saved, and its first pinned search on the raw memory the
+  service built; the ledgers' bytes on disk. The child's peak RSS over all of them.
 
 Targets (issue 21, 2-core machine): appends p95 < 1 s, parsing about the appended bytes,
 cues <= 2 s, first pinned search <= 5 s, RSS < 300 MB. Run by hand::
@@ -62,6 +64,7 @@ from index_throughput import Corpus, generate  # noqa: E402
 
 from pbot_watch.history.nodes import new_record_id  # noqa: E402
 from pbot_watch.memory.cue_follow import SAVED_FROM  # noqa: E402
+from pbot_watch.service.status import read_status  # noqa: E402
 from pbot_watch.sources import known_header  # noqa: E402
 from tests.pi_bridge.child import ServeChild  # noqa: E402
 from tests.support.service import ServiceProcess, wait_for  # noqa: E402
@@ -394,20 +397,15 @@ def append_compaction(session: BenchSession) -> None:
 def part_child(
     base: Path, big: BenchSession, _small: BenchSession, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """Cues and pinned ``search_memory`` of the big session through ``pbot-watch pi serve``.
+    """Cues and pinned ``search_memory`` of the big session through ``pbot-watch pi serve``, never seen before.
 
-    On the service part's state when it ran (its raw memory of the big session is in search.db,
-    as on a machine where the service runs), else on a state of its own (the child builds raw
-    memory itself at the first search). A first child with no saved cue ledger, then a second
-    one (Pi restarted) that finds the ledger the first saved, then a turn and a compaction
-    appended and asked again.
+    First where no service runs (a state of its own): a child with no saved cue ledger reads the
+    file itself and builds raw memory ahead; then a second child (Pi restarted) finds the ledger
+    the first saved, and a turn and a compaction are appended and asked again. Then where the
+    service read the session (the service part's state when it ran first, else ``pbot-watch
+    run`` started here until caught up): a new child finds the ledger the service saved and the
+    raw memory it built. The child's peak RSS over all of them.
     """
-    service_home = base / "service" / "state"
-    home = service_home if (service_home / "pbot-watch" / "search.db").exists() else base / "child" / "state"
-    if home != service_home:
-        shutil.rmtree(home, ignore_errors=True)
-    ledgers = home / "pbot-watch" / "cue-ledgers"
-    shutil.rmtree(ledgers, ignore_errors=True)
     roots = [big.path.parent.parent]
     cues = {"sessionFile": str(big.path), "leaf": None, "contextWindow": 200_000}
     search = {
@@ -416,9 +414,13 @@ def part_child(
         "scope": {"sessionFile": str(big.path), "sessionId": big.session_id},
     }
     size = big.path.stat().st_size
-    figures: dict[str, Any] = {"raw memory built by": "the service" if home == service_home else "the child"}
+    figures: dict[str, Any] = {}
     peak = 0.0
     try:
+        home = base / "child" / "state"
+        shutil.rmtree(home, ignore_errors=True)
+        ledgers = home / "pbot-watch" / "cue-ledgers"
+        figures["raw memory built by"] = "the child"
         child = Child(home, roots)
         try:
             announced = time.perf_counter()
@@ -435,12 +437,12 @@ def part_child(
             if size >= SAVED_FROM:  # smaller ledgers are not saved: such a file is read in well under 1 s
                 started = time.perf_counter()
                 wait_for(
-                    lambda: any(ledgers.glob("*.json")) or None,
+                    lambda: any(ledgers.glob("*.cues")) or None,
                     timeout=LEDGER_TIMEOUT_S,
                     what="the idle child to save the cue ledger",
                 )
                 figures["ledger saved after s"] = round(time.perf_counter() - started, 1)
-                figures["ledger MB"] = round(sum(p.stat().st_size for p in ledgers.glob("*.json")) / 1e6, 1)
+                figures["ledger MB"] = round(sum(p.stat().st_size for p in ledgers.glob("*.cues")) / 1e6, 2)
             peak = max(peak, child.peak_rss_mb())
         finally:
             child.close()
@@ -456,10 +458,59 @@ def part_child(
             peak = max(peak, child.peak_rss_mb())
         finally:
             child.close()
+        os.truncate(big.path, size)
+        prepared, peak_prepared = service_prepared(base, big, roots, cues, search, args)
+        figures["where the service read it"] = prepared
+        peak = max(peak, peak_prepared)
     finally:
         os.truncate(big.path, size)
     figures["peak RSS MB"] = round(peak)
     return figures
+
+
+def service_prepared(
+    base: Path,
+    big: BenchSession,
+    roots: list[Path],
+    cues: dict[str, Any],
+    search: dict[str, Any],
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any], float]:
+    """A new child's first cues and pinned search of the big session the service read; its peak RSS.
+
+    On the service part's state when it ran (the second session's too), else on a service run
+    here on the big session alone until caught up, then stopped (the child needs no running
+    service: what it loads is on disk).
+    """
+    service_home = base / "service" / "state"
+    figures: dict[str, Any] = {}
+    if not (service_home / "pbot-watch" / "search.db").exists():
+        run = base / "child-service"
+        shutil.rmtree(run, ignore_errors=True)
+        service_home = run / "state"
+        service = Service(run, roots).start(wait=False)
+        try:
+            started = time.perf_counter()
+            service.caught_up(args.index_timeout)
+            figures["service caught up after s"] = round(time.perf_counter() - started, 1)
+            figures["service peak RSS MB"] = round(service.peak_rss_mb())
+            status = read_status(service.state_dir)
+            figures["service: cue ledgers"] = status.extensions.get("cue_ledgers") if status else None
+        finally:
+            service.stop()
+    ledgers = service_home / "pbot-watch" / "cue-ledgers"
+    saved = list(ledgers.glob("*.cues"))
+    figures["ledger MB on disk"] = round(sum(p.stat().st_size for p in saved) / 1e6, 2)
+    child = Child(service_home, roots)
+    try:
+        child.timed("session", {"sessionFile": str(big.path), "sessionId": big.session_id}, 10)
+        figures["cues s"], _ = child.timed("cues", cues, args.index_timeout)
+        took, left = child.not_searched(search, args.index_timeout)
+        figures["first pinned search s"], figures["first search: sessions not searched"] = took, left
+        figures["warm pinned search s"], _ = child.timed("tool", search, args.index_timeout)
+        return figures, child.peak_rss_mb()
+    finally:
+        child.close()
 
 
 # ---- the parts, and one size ---------------------------------------------------------------------

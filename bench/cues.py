@@ -7,12 +7,20 @@ a 128k-token model holds), then times, best of ``--repeat``:
 
 * parse: the file through ``SessionReader`` (what any consumer pays once);
 * cues: ``compute_cues`` over those entries, from the current leaf;
-* total: both, as ``pbot-watch cues`` does after its start-up.
+* total: both, as ``pbot-watch cues`` does after its start-up;
+* ledger: the session's cue ledger read from the file and saved (``memory/cue_follow.py``),
+  its size on disk, and a new process's load of it and cues from it (what a Pi child started on
+  the session pays when the service or an earlier child saved the ledger).
+
+``--corpus DIR`` instead measures the saved ledgers of every session of a corpus (its
+``sessions/`` folder is only read): their bytes against the sessions', all of them and the
+ones actually saved (files from 16 MB on).
 
 Run by hand::
 
     python bench/cues.py                 # 20 MB
     python bench/cues.py --size-mb 2 --json
+    python bench/cues.py --corpus /path/to/corpus      # ledgers' bytes on disk
 
 What the block costs is measured on a session the real Pi wrote (``bench/pi_long_session.py``
 writes one: hundreds of tool calls, several compactions, absolute paths, long commands)::
@@ -221,7 +229,71 @@ def measure(
             "batch": state.batch,
             "lines": len(state.lines),
             "block tokens": state.tokens,
+            **ledger_figures(path, Path(temp) / "ledgers"),
         }
+
+
+def ledger_figures(path: Path, store: Path) -> dict[str, Any]:
+    """The session's saved cue ledger: read and saved by one process, loaded by a new one (a Pi child).
+
+    The new process's cues come from the loaded ledger alone (it reads no session byte).
+    """
+    from pbot_watch.memory.cue_follow import FollowedCues
+    from pbot_watch.memory.cues import ledger_cues
+
+    first = FollowedCues(store, saved_from=0)
+    started = time.perf_counter()
+    first.ledger(path)
+    read = time.perf_counter() - started
+    first.save_all()
+    saved = time.perf_counter() - started - read
+    second = FollowedCues(store, saved_from=0)
+    started = time.perf_counter()
+    ledger = second.ledger(path)
+    loaded = time.perf_counter() - started
+    state = ledger_cues(ledger)
+    assert second.bytes_read == 0, "the saved ledger was not used"
+    return {
+        "ledger: read from the file s": round(read, 3),
+        "ledger: saved s": round(saved, 3),
+        "ledger: KB on disk": round(sum(p.stat().st_size for p in store.iterdir()) / 1e3, 1),
+        "ledger: loaded by a new process s": round(loaded, 3),
+        "ledger: cues from it s": round(time.perf_counter() - started - loaded, 3),
+        "ledger: lines": len(state.lines),
+    }
+
+
+def corpus_ledgers(folder: Path) -> dict[str, Any]:
+    """The saved cue ledgers of every session of a corpus (``folder/sessions``; only read), and of those saved.
+
+    Only ledgers of files from ``SAVED_FROM`` on are saved by the service and the child; the
+    others' size says what saving every session would cost.
+    """
+    from pbot_watch.memory.cue_follow import SAVED_FROM, FollowedCues
+
+    sessions = sorted((folder / "sessions").rglob("*.jsonl"))
+    sizes = {path: path.stat().st_size for path in sessions}
+    with tempfile.TemporaryDirectory() as temp:
+        ledgers = FollowedCues(Path(temp), keep=1, saved_from=0)  # each one is saved as the next comes
+        started = time.perf_counter()
+        for path in sessions:
+            ledgers.ledger(path)
+        ledgers.save_all()
+        took = time.perf_counter() - started
+        saved = {
+            path: file.stat().st_size for path in sessions if (file := ledgers.saved_file(path)) is not None
+        }
+    big = [path for path in sessions if sizes[path] >= SAVED_FROM]
+    session_bytes = sum(sizes.values())
+    return {
+        "sessions": len(sessions),
+        "session MB": round(session_bytes / 1e6, 1),
+        "read and saved in s": round(took, 1),
+        "ledger MB, every session": round(sum(saved.values()) / 1e6, 2),
+        "ledger bytes / session bytes": round(sum(saved.values()) / session_bytes, 4),
+        f"sessions from {SAVED_FROM >> 20} MB (saved)": len(big),
+        "ledger MB saved": round(sum(saved[path] for path in big) / 1e6, 2),
+    }
 
 
 # ---- what the block costs, on a session the real Pi wrote ------------------------------------
@@ -353,8 +425,15 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=20)
     parser.add_argument("--batch-kb", type=int, default=500, help="session bytes between compactions")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--corpus", type=Path, help="the saved cue ledgers' size for every session of this corpus instead"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.corpus is not None:
+        figures = corpus_ledgers(args.corpus)
+        print(json.dumps(figures, indent=None if args.json else 2))
+        return
     if args.pi_session is not None:
         report = pi_session_report(args.pi_session, args.window or [200_000, 128_000, 32_000], args.before)
         print(json.dumps(report)) if args.json else print_pi_report(report)
@@ -372,6 +451,9 @@ def main() -> None:
         f"parse {figures['parse s']} s + cues {figures['cues s']} s = {figures['total s']} s (best of {args.repeat})"
     )
     print(f"cue state: batch {figures['batch']}, {figures['lines']} lines, ~{figures['block tokens']} tokens")
+    for name, value in figures.items():
+        if name.startswith("ledger: "):
+            print(f"{name}: {value}")
 
 
 if __name__ == "__main__":

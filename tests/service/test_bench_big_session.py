@@ -34,7 +34,7 @@ def test_big_session_bench_smoke() -> None:
 
 
 def test_big_session_bench_child_smoke() -> None:
-    """The child part answers cues and pinned searches in a first child and in a restarted one."""
+    """The child part answers cues and pinned searches in a first child, a restarted one, and one after the service."""
     result = bench("big_session.py", "--size-mb", "1", "--parts", "child", "--json", timeout=170)
     assert result.returncode == 0, result.stdout + result.stderr
     child = json.loads(result.stdout)["1 MB"]["child"]
@@ -49,3 +49,8 @@ def test_big_session_bench_child_smoke() -> None:
     ):
         assert child[figure] > 0, figure
     assert child["peak RSS MB"] > 0
+    prepared = child["where the service read it"]  # a service run on the session, then stopped
+    for figure in ("cues s", "first pinned search s", "warm pinned search s"):
+        assert prepared[figure] > 0, figure
+    assert prepared["first search: sessions not searched"] == 0  # the service built raw memory
+    assert prepared["ledger MB on disk"] == 0  # a 1 MB session is left to the child
