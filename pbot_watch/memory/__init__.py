@@ -15,5 +15,6 @@ Memory cues:
 * ``branch``: what a branch's compactions took out of the model's context (pure).
 * ``cues``: the short, fading list of that tool work (pure), replayed from a compact ``CueLedger``.
 * ``cue_follow``: the ledgers of the session files a process is asked about, read as they grow and saved.
+* ``cue_listener``: the service's side: the ledgers of big files from the entries it parses anyway.
 * ``cue_text``: how one cue line reads (pure); ``cue_tokens``: what the block costs, in tokens.
 """

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pbot_watch import __version__
 from pbot_watch.archive.atomic import ensure_dir, write_atomic
+from pbot_watch.errors import PbotWatchError
 from pbot_watch.log import get_logger
 from pbot_watch.memory.cues import Call, CueLedger, Work
 from pbot_watch.pi.cursor import Cursor
@@ -147,7 +148,7 @@ class LedgerBody(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
 _BODY = msgspec.msgpack.Decoder(LedgerBody)
 
 
-class LedgerRefused(ValueError):
+class LedgerRefused(PbotWatchError, ValueError):
     """A saved ledger that is damaged, cut short, or of another format."""
 
 

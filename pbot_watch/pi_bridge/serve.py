@@ -7,7 +7,9 @@ worker thread, one at a time, as the MCP server runs them: SQLite serialises wri
 refreshes of the index must not race. Between requests the worker prepares the sessions Pi
 named (``session``, or a request about them): their cue ledgers are read and their raw memory
 is built (``ahead.py``), a piece at a time, so the first cues and the first pinned search of a
-marathon session do not each wait for a read of the whole file. A bad line is answered with a ``protocol`` error and the child goes
+marathon session do not each wait for a read of the whole file. Where the service read the
+session, both are on disk already: the ledger it saved (``memory/cue_listener.py``) is loaded
+and only what was appended after it is read. A bad line is answered with a ``protocol`` error and the child goes
 on; it stops when Pi closes its stdin (Pi quit, or was killed).
 """
 
