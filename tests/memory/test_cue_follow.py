@@ -140,6 +140,17 @@ class TestFollowing:
             FollowedCues().ledger(text)
 
 
+def saved_ledger(folder: Path) -> tuple[Path, Path]:
+    """A session of tool work in ``folder`` and the store its ledger was saved in."""
+    path = folder / "s.jsonl"
+    session_with_work(path)
+    store = folder / "ledgers"
+    first = FollowedCues(store, saved_from=0)
+    first.ledger(path)
+    first.follow()  # caught up: saved
+    return path, store
+
+
 class TestSavedLedgers:
     def test_a_new_process_starts_from_the_saved_ledger(self, tmp_path: Path) -> None:
         """Saved when caught up, a ledger lets the next child read only what was appended since."""
@@ -173,12 +184,7 @@ class TestSavedLedgers:
     )
     def test_a_damaged_stale_or_foreign_ledger_is_not_used(self, tmp_path: Path, damage: str) -> None:
         """Whatever is wrong with the saved ledger, the file is read again and the cues are its own."""
-        path = tmp_path / "s.jsonl"
-        session_with_work(path)
-        store = tmp_path / "ledgers"
-        first = FollowedCues(store, saved_from=0)
-        first.ledger(path)
-        first.follow()
+        path, store = saved_ledger(tmp_path)
         (saved,) = store.iterdir()
         data = saved.read_bytes()
         line, _, body = data.partition(b"\n")
@@ -207,12 +213,7 @@ class TestSavedLedgers:
         assert second.bytes_read == path.stat().st_size  # read again, whole
 
     def test_a_ledger_of_a_file_rewritten_since_is_not_used(self, tmp_path: Path) -> None:
-        path = tmp_path / "s.jsonl"
-        session_with_work(path)
-        store = tmp_path / "ledgers"
-        first = FollowedCues(store, saved_from=0)
-        first.ledger(path)
-        first.follow()
+        path, store = saved_ledger(tmp_path)
         work = Work(tmp_path / "other.jsonl", session="sess-other")
         work.run("cargo test", "test result: FAILED\n", error=True)
         work.compact()
