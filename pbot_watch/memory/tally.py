@@ -251,10 +251,21 @@ class TallyWriter:
             self.visible_bytes(text_id, text.encode("utf-8", "surrogatepass"))
 
     def visible_bytes(self, text_id: int, raw: bytes) -> None:
-        """``visible`` of a text as its UTF-8 (lone surrogates kept)."""
+        """``visible`` of a text as its UTF-8 (lone surrogates kept): ``holds`` for every needle, the
+        text lower-cased (and decoded) once for all of them, not once per needle.
+        """
+        lowered: bytes | None = None
+        decoded: str | None = None
         for ident, needle, encoded in self.needles:
-            if holds(raw, needle, encoded):
-                self.rows.append((ident, text_id))
+            if encoded not in raw:
+                lowered = raw.lower() if lowered is None else lowered
+                if encoded not in lowered:
+                    if raw.isascii():
+                        continue
+                    decoded = raw.decode("utf-8", "surrogatepass").lower() if decoded is None else decoded
+                    if needle not in decoded:
+                        continue
+            self.rows.append((ident, text_id))
 
     def flush(self) -> None:
         """Write what the texts seen since the last flush hold."""

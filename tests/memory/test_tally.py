@@ -163,3 +163,24 @@ def test_a_compaction_another_process_writes_relabels_the_next_search(
         corpus.sync(writer)
         check(reader, "retry the")
         assert {hit.context for hit in search_memory(reader, "retry the").hits} == {"historical", "retained"}
+
+
+def test_the_writer_tests_each_new_text_against_every_tally_as_a_search_would(
+    tmp_path: Path, tally_all: None
+) -> None:
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    session.user("Ärger mit ECONNRESET")
+    session.assistant("ärger: Retry The npm test")
+    needles = ["ärger", "econnreset", "retry the", "npm"]
+    with SearchIndex(tmp_path / "search.db") as index:
+        corpus.sync(index)
+        for needle in needles:
+            check(index, needle)  # each tallied
+        assert len(index.conn.execute("SELECT id FROM mem_tallies").fetchall()) == len(needles)
+        session.user("ÄRGER again, no reset")  # upper case outside ASCII: lower-cased by decoding
+        session.assistant("RETRY THE NPM TEST")
+        session.user("nothing of the kind")
+        corpus.sync(index)
+        for needle in needles:
+            check(index, needle)
