@@ -152,16 +152,25 @@ class RecordIndexer:
             old, changed = earlier.nodes, set()
             stable = _common_prefix(self._branch, last)
             self.reused = stable
+            shared_layers = earlier.layers
         else:
-            self.reused, stable, earlier = -1, 0, None
+            self.reused = -1
             old = {}
             if previous:
                 for node in previous.get("nodes", []):
                     if isinstance(node, dict) and isinstance(node.get("id"), str):
                         old[node["id"]] = node
             made = _Made()
+            # Branches in tip order mostly part from the one before them (``/tree`` moves off a
+            # long trunk): the nodes of the exchanges two neighbours share are taken from the
+            # first one's layers, as the incremental path takes them from the last index, so a
+            # full index of a session of 170 branches costs its nodes, not 170 walks of its trunk.
+            layers: list[list[Node]] = []
+            before_branch: list[dict[str, Any]] = []
             for branch in others:
-                _branch_nodes(branch, record_id, old, {}, made)
+                shared = _common_prefix(before_branch, branch) if layers else 0
+                _branch_nodes(branch, record_id, old, {}, made, shared, layers)
+                layers, before_branch = made.layers, branch
             made.span()
             for node in made.nodes.values():
                 for child in node["children"]:
@@ -169,9 +178,11 @@ class RecordIndexer:
             trunk = self._trunk = _Trunk(record_id, others, made)
             self._extended = {}
             changed = set(made.changed)
+            stable = _common_prefix(before_branch, last) if layers else 0
+            shared_layers = layers
         base = trunk.made
         mine = _Made(roots=dict(base.roots), changed=changed)
-        _branch_nodes(last, record_id, old, base.nodes, mine, stable, earlier.layers if earlier else [])
+        _branch_nodes(last, record_id, old, base.nodes, mine, stable, shared_layers)
         mine.earliest, mine.latest = base.earliest, base.latest
         mine.untimed, mine.completed = base.untimed, base.completed
         mine.span()
