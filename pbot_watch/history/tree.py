@@ -41,12 +41,19 @@ class SessionTree:
     parent_missing: bool = False
     # tip id -> exchange state of the branch ending there; tips without an entry are recomputed.
     _tips: dict[str, ExchangeBuilder | None] = field(default_factory=dict)
+    # Ids that are nobody's parent, in the order they first appeared, with that step's index:
+    # kept as steps arrive (a count only grows, so an id that stops being a tip never comes
+    # back), so that ``tips`` costs the tips, not a walk over every entry at each append.
+    _tip_ids: dict[str, int] = field(default_factory=dict)
+    # Indexes of steps without an id that may stand for the leaf (see ``tips``): rare.
+    _idless: list[int] = field(default_factory=list)
 
     def add(self, entry: dict[str, Any], links: int = 0) -> None:
         self.add_step(step_of(entry, links))
 
     def add_step(self, step: Step) -> None:
         """``add`` for an entry already reduced to its ``Step`` (a resumed state replays them)."""
+        index = len(self.steps)
         self.steps.append(step)
         if step.links & PARENT_NULL:
             self.parent_null = True
@@ -59,8 +66,13 @@ class SessionTree:
         entry_id, parent = step.id, step.parent
         if parent is not None:
             self.parent_count[parent] += 1
+            self._tip_ids.pop(parent, None)
         if entry_id is None:
+            if step.links & (ID_NULL | ID_MISSING):
+                self._idless.append(index)
             return
+        if entry_id not in self.by_id and not self.parent_count[entry_id]:
+            self._tip_ids[entry_id] = index
         if entry_id in self.by_id or self.parent_count[entry_id]:
             # A duplicate id, or the missing parent of earlier entries arriving late: branches
             # through this id change shape, so every cached branch is recomputed.
@@ -89,18 +101,27 @@ class SessionTree:
         null or missing id can pass that test; ``getBranch(undefined)`` then walks from the leaf,
         so the leaf's branch takes that entry's place in the order.
         """
+        leaf = self.leaf
+        at = self._stand_in() if leaf is not None else None
+        if leaf is None or at is None:
+            return list(self._tip_ids)
         seen: dict[str, None] = {}
-        counts = self.parent_count
-        for step in self.steps:
-            if step.id is not None:
-                if not counts[step.id]:
-                    seen.setdefault(step.id, None)
-            elif self.leaf is not None and (
-                (step.links & ID_NULL and not self.parent_null)
-                or (step.links & ID_MISSING and not self.parent_missing)
-            ):
-                seen.setdefault(self.leaf, None)
+        for tip, first in self._tip_ids.items():
+            if at is not None and first > at:
+                seen.setdefault(leaf, None)
+                at = None
+            seen.setdefault(tip, None)
+        if at is not None:
+            seen.setdefault(leaf, None)
         return list(seen)
+
+    def _stand_in(self) -> int | None:
+        """The index of the first step without an id that is a tip by pbot's test, if any."""
+        for index in self._idless:
+            links = self.steps[index].links
+            if (links & ID_NULL and not self.parent_null) or (links & ID_MISSING and not self.parent_missing):
+                return index
+        return None
 
     def tipless(self) -> bool:
         """Whether no entry with an id is a tip: each is some entry's parent.

@@ -12,6 +12,8 @@ from pbot_watch.history.jstext import dumps
 from pbot_watch.history.nodes import RecordIndexer, index_history
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.record import HistoryRecord
+from pbot_watch.history.tree import SessionTree
+from pbot_watch.pi.entries import ID_MISSING, ID_NULL
 from tests.core.test_nodes import fill_summaries
 from tests.support.pi_sessions import PiSession, session_builders
 
@@ -196,6 +198,39 @@ def grown(operations: list[str], rng_picks: list[int]) -> tuple[bytes, list[int]
             b.info(f"name {n}")
         offsets.append(len(b.data()))
     return b.data(), offsets
+
+
+def walked_tips(tree: SessionTree) -> list[str]:
+    """pbot's tips by a walk over every entry: what ``SessionTree.tips`` keeps as entries arrive."""
+    seen: dict[str, None] = {}
+    for step in tree.steps:
+        if step.id is not None:
+            if not tree.parent_count[step.id]:
+                seen.setdefault(step.id, None)
+        elif tree.leaf is not None and (
+            (step.links & ID_NULL and not tree.parent_null)
+            or (step.links & ID_MISSING and not tree.parent_missing)
+        ):
+            seen.setdefault(tree.leaf, None)
+    return list(seen)
+
+
+class TestTips:
+    @settings(SETTINGS, max_examples=200)
+    @given(
+        builder=session_builders(max_entries=60, odd=True),
+        cuts=st.lists(st.integers(min_value=0), max_size=12),
+    )
+    def test_kept_tips_equal_a_walk_of_every_entry(self, builder: PiSession, cuts: list[int]) -> None:
+        """Branches, orphans, duplicate ids, parents arriving late, entries without ids, grown a few
+        lines at a time: the tips kept as entries arrive are those a walk of every entry finds."""
+        lines = builder.data().splitlines(keepends=True)
+        state = SessionFile()
+        start = 0
+        for cut in [*sorted({c % (len(lines) + 1) for c in cuts}), len(lines)]:
+            state.feed(b"".join(lines[start:cut]))
+            start = cut
+            assert state.tree.tips() == walked_tips(state.tree)
 
 
 class TestIncrementalRecord:
