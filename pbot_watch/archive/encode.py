@@ -37,14 +37,24 @@ class RecordEncoder:
     _total: int = 0
     reused: int = 0
     """Nodes whose JSON the last ``encode`` took from the last write (for tests and benchmarks)."""
+    from_file: int = 0
+    """Of those, the nodes whose JSON the last ``encode`` cut out of the file (``read_json``)."""
     changed: frozenset[str] | None = None
     """Ids of the nodes the last ``encode`` did not find as they were (``None``: nothing was kept)."""
 
-    def encode(self, path: Path, record: dict[str, Any], read: dict[str, Any] | None = None) -> bytes:
+    def encode(
+        self,
+        path: Path,
+        record: dict[str, Any],
+        read: dict[str, Any] | None = None,
+        read_json: list[bytes] | None = None,
+    ) -> bytes:
         """The record's line (``dumps_utf8`` and a newline), reusing the JSON of the nodes ``path`` had.
 
         ``read``: the record as read from the file, for a path nothing is kept of (the first
         write after a start): ``changed`` then names the nodes that differ from it.
+        ``read_json``: the JSON of each of ``read``'s nodes as in the file, when that file is one
+        we wrote (``archive/marks.py``): the nodes equal to theirs are not encoded again.
         """
         nodes = record.get("nodes")
         if not isinstance(nodes, list):
@@ -53,22 +63,29 @@ class RecordEncoder:
         kept = self._kept.pop(path, None)
         before, size = kept if kept is not None else ({}, 0)
         if kept is None and read is not None and isinstance(read.get("nodes"), list):
+            read_nodes = read["nodes"]
+            if read_json is None or len(read_json) != len(read_nodes):
+                read_json = [b""] * len(read_nodes)
             before = {
-                n["id"]: (n, b"")
-                for n in read["nodes"]
+                n["id"]: (n, data)
+                for n, data in zip(read_nodes, read_json, strict=True)
                 if isinstance(n, dict) and isinstance(n.get("id"), str)
             }
         self._total -= size
         pieces: Pieces = {}
         parts: list[bytes] = []
-        reused = 0
+        reused = from_file = 0
         changed: set[str] = set()
         for node in nodes:
             key = node.get("id") if isinstance(node, dict) else None
             known = before.get(key) if isinstance(key, str) else None
-            if known is not None and (known[0] is node or known[0] == node):
+            # Equal and in the same key order (dict equality ignores it; the JSON does not).
+            if known is not None and (
+                known[0] is node or (known[0] == node and list(known[0]) == list(node))
+            ):
                 data = known[1] or dumps_utf8(node)  # read, not written: its JSON was not kept
                 reused += 1
+                from_file += kept is None and bool(known[1])
             else:
                 data = dumps_utf8(node)
                 if isinstance(key, str):
@@ -76,7 +93,7 @@ class RecordEncoder:
             if isinstance(key, str):
                 pieces[key] = (node, data)
             parts.append(data)
-        self.reused = reused
+        self.reused, self.from_file = reused, from_file
         self.changed = frozenset(changed) if before or kept is not None else None
         body = b"[" + b",".join(parts) + b"]"
         fields = [

@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
+
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.encode import RecordEncoder
 from pbot_watch.archive.fresh import FreshRecords, Written
 from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
+from pbot_watch.archive.marks import WrittenMarks
 from pbot_watch.archive.provenance import with_provenance, without_provenance
 from pbot_watch.archive.stamp import FileStamp, file_stamp
 from pbot_watch.errors import PbotWatchError
@@ -72,6 +75,35 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
+class _NodesJson(msgspec.Struct):
+    """A record's nodes, each as the bytes it has in the file."""
+
+    nodes: list[msgspec.Raw]
+
+
+def read_own_record(data: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
+    """A record we wrote (``archive/marks.py``) and the JSON of each of its nodes as in ``data``.
+
+    Our records are ``dumps_utf8`` of themselves, so a node's bytes are its encoding, kept for
+    the next write. ``None`` when ``data`` is not such a record: what msgspec refuses (a lone
+    surrogate, an integer past 64 bits) is read by ``read_record`` as any other file.
+    """
+    try:
+        value = msgspec.json.decode(data)
+        nodes = msgspec.json.decode(data, type=_NodesJson).nodes
+    except msgspec.DecodeError:
+        return None
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("sessionId"), str)
+        and isinstance(value.get("nodes"), list)
+        and len(value["nodes"]) == len(nodes)
+    ):
+        return value, [bytes(node) for node in nodes]
+    return None
+
+
 def _quick_session_id(head: bytes) -> Any:
     """The ``sessionId`` in a record file's first bytes, when it is there and decodes; else ``None``."""
     match = _SESSION_ID.search(head)
@@ -107,6 +139,11 @@ class ArchiveStore:
     _indexers: OrderedDict[tuple[Path, str], RecordIndexer] = field(default_factory=OrderedDict)
     _encoder: RecordEncoder = field(default_factory=RecordEncoder)
     fresh: FreshRecords | None = None
+    marks: WrittenMarks | None = None
+    """Where each write is marked, so that after a restart a record still as written keeps its
+    nodes' JSON (``archive/marks.py``); ``None``: every record read is treated as foreign."""
+    # The JSON of each node of a record read back that we had written: for its next write.
+    _read_json: dict[Path, list[bytes]] = field(default_factory=dict)
     """Where each write is handed, with what changed, to whoever indexes records (``archive/fresh.py``)."""
     # The stamp of our last write of each record, and what a queued write changed since it.
     _written: dict[Path, FileStamp] = field(default_factory=dict)
@@ -119,6 +156,11 @@ class ArchiveStore:
     _dirty_folders: set[Path] = field(default_factory=set)
     # In a batch, a workspace's folder is checked (exists, writable) once, not per session.
     _checked: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def encoder(self) -> RecordEncoder:
+        """What encoded the last write (how many nodes' JSON it reused: tests and benchmarks)."""
+        return self._encoder
 
     # ---- where records go -------------------------------------------------------------
     def folder_for(self, workspace: str | None) -> Path:
@@ -213,9 +255,28 @@ class ArchiveStore:
         if cached is not None and key is not None and cached[0] == key:
             self._records.move_to_end(path)
             return cached[1]
-        record = read_record(path)
+        self._read_json.pop(path, None)
+        record = self._read_own(path) if self.marks is not None else None
+        if record is None:
+            record = read_record(path)
         if record is not None:
             self._remember(path, key, record)
+        return record
+
+    def _read_own(self, path: Path) -> dict[str, Any] | None:
+        """The record at ``path`` if it is still as we wrote it, its nodes' JSON kept aside."""
+        assert self.marks is not None
+        try:
+            with path.open("rb") as handle:
+                if not self.marks.ours(path, os.fstat(handle.fileno())):
+                    return None
+                data = handle.read()
+        except OSError:
+            return None
+        own = read_own_record(data)
+        if own is None:
+            return None
+        record, self._read_json[path] = own
         return record
 
     def _remember(self, path: Path, key: FileStamp | None, record: dict[str, Any]) -> None:
@@ -271,7 +332,7 @@ class ArchiveStore:
             # The first write of this record here: what changed is told against the file as read.
             self._written[path] = cached[0]
             read = previous
-        self.write(path, record, read=read)
+        self.write(path, record, read=read, read_json=self._read_json.pop(path, None) if read else None)
         self._folder_wrote(folder, history.session_id, path)
         return "written", path
 
@@ -283,12 +344,19 @@ class ArchiveStore:
             self._indexers.popitem(last=False)
         return indexer
 
-    def write(self, path: Path, record: dict[str, Any], read: dict[str, Any] | None = None) -> None:
+    def write(
+        self,
+        path: Path,
+        record: dict[str, Any],
+        read: dict[str, Any] | None = None,
+        read_json: list[bytes] | None = None,
+    ) -> None:
         """Write ``record`` atomically (compact JSON, one line); in a ``batch``, when the batch flushes.
 
-        ``read``: the record as last read from ``path`` (``RecordEncoder.encode``).
+        ``read``: the record as last read from ``path``, ``read_json`` its nodes' JSON if we
+        wrote it (``RecordEncoder.encode``).
         """
-        data = self._encoder.encode(path, record, read)
+        data = self._encoder.encode(path, record, read, read_json)
         changed = self._encoder.changed
         if self._writer is None:
             ensure_dir(path.parent)
@@ -297,6 +365,8 @@ class ArchiveStore:
             except OSError:
                 self._written.pop(path, None)
                 self._encoder.forget(path)
+                if self.marks is not None:
+                    self.marks.forget(path)
                 raise
             self._remember(path, file_stamp(path), record)
             self._hand_over(path, record, changed)
@@ -320,6 +390,8 @@ class ArchiveStore:
         if stamp is None:
             return
         self._written[path] = stamp
+        if self.marks is not None:
+            self.marks.put(path)
         if self.fresh is not None:
             self.fresh.put(path, Written(record, stamp, base, changed if base is not None else None))
 
@@ -360,6 +432,8 @@ class ArchiveStore:
         self._records.pop(path, None)
         self._written.pop(path, None)
         self._encoder.forget(path)
+        if self.marks is not None:
+            self.marks.forget(path)
 
     @contextmanager
     def batch(self, workers: int = 16) -> Iterator[dict[Path, OSError]]:
@@ -412,3 +486,4 @@ class ArchiveStore:
         self._records.clear()
         self._indexers.clear()
         self._encoder.forget()
+        self._read_json.clear()

@@ -31,6 +31,7 @@ from typing import Literal
 import structlog
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
+from pbot_watch.archive.marks import MARKS_FOLDER, WrittenMarks
 from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import EntriesRead, Indexer, SyncResult, Tracked
 from pbot_watch.pi.cursor import Cursor
@@ -164,6 +165,9 @@ class Tailer:
         self.counters = Counters()
         self._released = 0.0
         self.resume = ResumeStore(state.path.parent / RESUME_FOLDER)
+        if store.marks is None:
+            # Records marked as written here keep their nodes' JSON across a restart.
+            store.marks = WrittenMarks(state.path.parent / RESUME_FOLDER / MARKS_FOLDER)
         self._digests: OrderedDict[Path, WholeDigest] = OrderedDict()
 
     # ---- what status shows -----------------------------------------------------------

@@ -7,6 +7,8 @@ files, whether a file was resumed, read from 0, or its log was damaged.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Self
 import pytest
 
 from pbot_watch.archive.files import ArchiveStore
+from pbot_watch.archive.marks import MARKS_FOLDER
 from pbot_watch.indexer import index_all
 from pbot_watch.memory.listener import MemoryFollower
 from pbot_watch.service.resume_store import RESUME_FOLDER
@@ -22,7 +25,7 @@ from pbot_watch.service.state import StateStore
 from pbot_watch.service.tail import ArchiveWriter, Tailer
 from tests.memory.test_index import busy_session
 from tests.memory.test_listener import memory_offset
-from tests.support.archive import records
+from tests.support.archive import archive_files, records
 from tests.support.pi_sessions import PiSession, rewrite_in_place
 
 
@@ -40,7 +43,7 @@ class Service:
         """A new tailer on the same state (a restart, the second time), closed whatever the test did."""
         self.follower = MemoryFollower(self.state_dir)
         self.state = StateStore(self.state_dir)
-        store = ArchiveWriter(central=self.archive)
+        self.store = store = ArchiveWriter(central=self.archive)
         self.tailer = Tailer(store, self.state, 10, on_entries=self.follower, memory_budget=self.budget)
         try:
             yield self
@@ -62,6 +65,7 @@ class Service:
         expected = self.tmp / f"expected-{len(list(self.tmp.glob('expected-*')))}"
         index_all([sessions], ArchiveStore(central=expected))
         assert records(expected) == records(self.archive)
+        assert archive_files(expected) == archive_files(self.archive)  # byte for byte
 
 
 @pytest.fixture
@@ -163,3 +167,51 @@ def test_a_deleted_session_loses_its_log(
         big_path.unlink()
         service.tailer.sync([big_path])
         assert not log.exists()
+
+
+def test_after_a_restart_the_record_as_written_keeps_its_nodes_json(
+    tmp_path: Path, two_sessions: tuple[Path, PiSession, Path, PiSession]
+) -> None:
+    """The record on disk is the one the last run wrote: its nodes' JSON is taken from the file,
+    only what the append changed is encoded, and the bytes are those of a full rebuild."""
+    big_path, big, small_path, _ = two_sessions
+    service = Service(tmp_path, memory_budget=32 << 20)
+    with service.running():
+        service.tailer.sync([big_path, small_path])
+        service.append(big, big_path, 0)
+    assert any((service.state_dir / RESUME_FOLDER / MARKS_FOLDER).glob("*.mark"))
+    with service.running():
+        assert service.append(big, big_path, 1) == 0
+        encoder = service.store.encoder
+        assert encoder.changed is not None
+        nodes = len(records(service.archive)["sess-busy"]["nodes"])
+        assert encoder.from_file == nodes - len(encoder.changed)
+        assert len(encoder.changed) < nodes // 4
+        service.same_as_one_shot(tmp_path / "sessions")
+
+
+@pytest.mark.parametrize("edit", ["reformatted", "same size and time"])
+def test_a_record_changed_while_the_service_was_down_is_read_as_foreign(
+    tmp_path: Path, two_sessions: tuple[Path, PiSession, Path, PiSession], edit: str
+) -> None:
+    """Another tool rewrote the record (pretty-printed it, or edited it keeping its size and mtime):
+    nothing of the file's bytes is kept, the record is indexed against its content, and right."""
+    big_path, big, small_path, _ = two_sessions
+    service = Service(tmp_path, memory_budget=32 << 20)
+    with service.running():
+        service.tailer.sync([big_path, small_path])
+    (record,) = [p for p in service.archive.glob("*.json") if b"sess-busy" in p.read_bytes()]
+    data = record.read_bytes()
+    if edit == "reformatted":
+        record.write_text(json.dumps(json.loads(data), ensure_ascii=False, indent=2))
+    else:
+        st = record.stat()
+        with record.open("r+b") as out:  # the same bytes, written again in place
+            out.write(data)
+        os.utime(record, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with service.running():
+        assert service.store.marks is not None
+        assert not service.store.marks.ours(record, record.stat())
+        service.append(big, big_path, 0)
+        assert service.store.encoder.from_file == 0  # nothing taken from the file's bytes
+        service.same_as_one_shot(tmp_path / "sessions")
