@@ -30,6 +30,10 @@ from pbot_watch.pi.untrusted import shown_path, unstorable_name
 
 HEADER_CHUNK = 1 << 16
 DIGEST_CHUNK = 1 << 20
+WHOLE_BLOCK = 1 << 20
+"""The whole-file fingerprint hashes the file in blocks of this size (see ``WholeDigest``)."""
+BLOCKS_SCHEME = "b1:"
+"""How a whole fingerprint made of block digests begins; one without it hashed the bytes at once."""
 READ_PIECE = 8 << 20
 """New bytes are read and fed this much at a time: what one piece's entries hold stays bounded."""
 
@@ -173,8 +177,13 @@ def plan_open(fd: int, st: os.stat_result, cursor: Cursor | None) -> tuple[Plan,
     if check != "verify":
         return check, None
     assert cursor is not None
-    whole = WholeDigest()
-    digest = whole.extend(fd, cursor.offset)
+    if cursor.whole.startswith(BLOCKS_SCHEME):
+        digest = WholeDigest().extend(fd, cursor.offset)
+    else:  # a cursor saved before fingerprints were made of blocks: compared the way it was made
+        running = hasher()
+        for start in range(0, cursor.offset, DIGEST_CHUNK):
+            running.update(read_range(fd, start, min(DIGEST_CHUNK, cursor.offset - start)))
+        digest = running.hexdigest()
     decision = verify(cursor, digest)
     return decision, cursor.seen(st.st_mtime_ns, digest) if decision == "nothing" else None
 
@@ -183,24 +192,37 @@ class WholeDigest:
     """The fingerprint of a file's bytes [0, ``upto``), extended as its cursor moves on.
 
     The indexer keeps one per file it reads, so a new cursor's whole fingerprint costs a
-    hash of the new bytes only (read back from the page cache), not of the whole file.
+    hash of the new bytes only (read back from the page cache), not of the whole file. It is
+    the hash of the digests of the file's 1 MB blocks and of its last partial block: a running
+    hash cannot be saved, but the block digests (16 bytes a MB) can, beside the file's resume
+    log, so a file resumed after a restart hashes at most one block again, not 300 MB.
     """
 
-    __slots__ = ("_hash", "upto")
+    __slots__ = ("_hash", "blocks", "upto")
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: list[bytes] | None = None) -> None:
+        """A digest of nothing, or of the first ``len(blocks)`` whole blocks whose digests those are."""
+        self.blocks: list[bytes] = list(blocks or [])
+        """The digests of the whole blocks hashed so far (read only)."""
         self._hash = hasher()
-        self.upto = 0
+        self.upto = len(self.blocks) * WHOLE_BLOCK
 
     def extend(self, fd: int, offset: int) -> str:
         """Hash bytes [``upto``, ``offset``) of ``fd``; the fingerprint of [0, ``offset``)."""
         while self.upto < offset:
-            chunk = read_range(fd, self.upto, min(offset - self.upto, DIGEST_CHUNK))
+            room = WHOLE_BLOCK - self.upto % WHOLE_BLOCK
+            chunk = read_range(fd, self.upto, min(offset - self.upto, room))
             if not chunk:
                 break
             self._hash.update(chunk)
             self.upto += len(chunk)
-        return self._hash.hexdigest()
+            if self.upto % WHOLE_BLOCK == 0:
+                self.blocks.append(self._hash.digest())
+                self._hash = hasher()
+        top = hasher()
+        top.update(b"".join(self.blocks))
+        top.update(self._hash.digest())
+        return BLOCKS_SCHEME + top.hexdigest()
 
 
 def cursor_at(fd: int, st: os.stat_result, offset: int, whole: WholeDigest | None = None) -> Cursor:

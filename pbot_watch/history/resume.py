@@ -16,6 +16,10 @@ Frames are msgpack (msgspec, already what decodes Pi's lines), compressed with z
 bytes as steps, 10% once compressed), behind a length and a CRC: a torn or foreign tail is
 where the log ends. The format is internal to one machine's state and
 versioned; a log of another version is not resumed, the file is read from 0 as before.
+
+Frames also carry the digests of the file's whole 1 MB blocks read meanwhile (``WholeDigest``):
+without them, the first cursor after a restart hashed the whole file again (0.4 s at 300 MB)
+to make its whole-file fingerprint. Frames of version 2 (before) are resumed without them.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from pbot_watch.history.tree import SessionTree
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 
-VERSION = 2
+VERSION = 3
+READ_VERSIONS = (2, 3)
 _FRAME = struct.Struct("<II")  # payload length, CRC-32 of the payload
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder().decode
@@ -59,6 +64,9 @@ class Frame:
     """Offset in the log just past this frame."""
     raw: int
     """The frame's size before compression."""
+    first_block: int = 0
+    blocks: list[bytes] | None = None
+    """Digests of the file's whole blocks from ``first_block`` on (``None``: not known)."""
 
 
 def _mark(cursor: Cursor) -> tuple[int, int, int, str, str]:
@@ -69,9 +77,18 @@ def _mark(cursor: Cursor) -> tuple[int, int, int, str, str]:
     return (cursor.dev, cursor.ino, cursor.offset, cursor.head, cursor.tail)
 
 
-def frame(state: SessionFile, cursor: Cursor, first: int) -> tuple[bytes, int]:
+def frame(
+    state: SessionFile,
+    cursor: Cursor,
+    first: int,
+    blocks: list[bytes] | None = None,
+    first_block: int = 0,
+) -> tuple[bytes, int]:
     """The frame that adds ``state``'s steps from index ``first`` on, leaving the file at ``cursor``,
     and the size of its steps before compression (what their memory is estimated from).
+
+    ``blocks``: the digests of the file's whole blocks from ``first_block`` on, read up to
+    ``cursor`` (``sources.WholeDigest``), or ``None`` when they are not known.
 
     Raises ``Unencodable`` when a step cannot be written (the file then has no log: it is
     read from 0 when it comes back, as before).
@@ -91,6 +108,8 @@ def frame(state: SessionFile, cursor: Cursor, first: int) -> tuple[bytes, int]:
                 reader.v1_headers,
                 (reader.malformed, reader.blank, reader.extra_headers),
                 rows,
+                first_block,
+                blocks,
             )
         )
     except (msgspec.EncodeError, OverflowError, UnicodeEncodeError, TypeError) as error:
@@ -112,13 +131,16 @@ def frames(data: bytes) -> Iterator[Frame]:
             return
         try:
             raw = zlib.decompress(payload)
-            version, mark, first, entries, v1_headers, counters, rows = _decode(raw)
+            version, mark, first, entries, v1_headers, counters, rows, *more = _decode(raw)
+            first_block, blocks = more if version == VERSION else (0, None)
         except (msgspec.DecodeError, TypeError, ValueError, zlib.error):
             return
-        if version != VERSION or first != steps:
+        if version not in READ_VERSIONS or first != steps:
             return
         steps += len(rows)
-        yield Frame(tuple(mark), first, entries, v1_headers, tuple(counters), rows, end, len(raw))
+        yield Frame(
+            tuple(mark), first, entries, v1_headers, tuple(counters), rows, end, len(raw), first_block, blocks
+        )
         at = end
 
 
@@ -130,6 +152,8 @@ class Resumed:
     log_bytes: int
     raw_bytes: int
     """Those bytes before compression."""
+    blocks: list[bytes] | None = None
+    """The digests of the file's whole blocks logged up to the cursor (``None``: not known)."""
 
 
 def resume(data: bytes, cursor: Cursor, header: SessionHeader) -> Resumed | None:
@@ -142,9 +166,16 @@ def resume(data: bytes, cursor: Cursor, header: SessionHeader) -> Resumed | None
     want = _mark(cursor)
     rows: list[list[Any]] = []
     raw = 0
+    blocks: list[bytes] | None = []
     for found in frames(data):
         rows.extend(found.rows)
         raw += found.raw
+        if found.blocks is None or (
+            found.first_block and (blocks is None or found.first_block > len(blocks))
+        ):
+            blocks = None  # a frame that did not know them, or a gap: unknown from here on
+        else:
+            blocks = [*(blocks or [])[: found.first_block], *found.blocks]
         if found.mark != want:
             continue
         reader = SessionReader.resume(header, cursor.offset, found.entries, found.v1_headers)
@@ -153,5 +184,5 @@ def resume(data: bytes, cursor: Cursor, header: SessionHeader) -> Resumed | None
         add = tree.add_step
         for row in rows:
             add(Step(*row))
-        return Resumed(SessionFile(reader, tree), found.end, raw)
+        return Resumed(SessionFile(reader, tree), found.end, raw, blocks)
     return None

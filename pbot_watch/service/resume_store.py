@@ -29,7 +29,7 @@ from pbot_watch.archive.atomic import ensure_dir, write_atomic
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.resume import Unencodable, frame, resume
 from pbot_watch.pi.cursor import Cursor
-from pbot_watch.sources import read_header
+from pbot_watch.sources import WHOLE_BLOCK, WholeDigest, read_header
 
 RESUME_FOLDER = "resume"
 
@@ -46,6 +46,8 @@ class _Logged:
     offset: int
     raw: int
     """The log's frames before compression: about the steps' size (the tailer's memory estimate)."""
+    blocks: int | None = None
+    """How many of the file's block digests the log holds (``None``: not a known sequence)."""
 
 
 class ResumeStore:
@@ -61,8 +63,10 @@ class ResumeStore:
         key = hashlib.blake2b(os.fsencode(path), digest_size=16).hexdigest()
         return self.folder / f"{key}.steps"
 
-    def load(self, path: Path, cursor: Cursor) -> SessionFile | None:
-        """``path``'s state read up to ``cursor``, from its log; ``None``: read it from 0."""
+    def load(self, path: Path, cursor: Cursor) -> tuple[SessionFile, WholeDigest | None] | None:
+        """``path``'s state read up to ``cursor``, from its log, and the file's running digest at
+        ``cursor`` when the log holds its blocks; ``None``: read it from 0.
+        """
         try:
             data = self.log_path(path).read_bytes()
         except OSError:
@@ -79,22 +83,37 @@ class ResumeStore:
         if found is None:
             return None
         state = found.state
+        blocks = found.blocks
+        if blocks is not None and len(blocks) * WHOLE_BLOCK > cursor.offset:
+            blocks = None
         self._logged[path] = _Logged(
-            weakref.ref(state), len(state.tree.steps), found.log_bytes, cursor.offset, found.raw_bytes
+            weakref.ref(state),
+            len(state.tree.steps),
+            found.log_bytes,
+            cursor.offset,
+            found.raw_bytes,
+            None if blocks is None else len(blocks),
         )
         self.resumed += 1
-        return state
+        return state, None if blocks is None else WholeDigest(blocks)
 
-    def save(self, path: Path, state: SessionFile, cursor: Cursor) -> None:
-        """Bring ``path``'s log to ``state`` read up to ``cursor``: a frame appended, or the log anew."""
+    def save(self, path: Path, state: SessionFile, cursor: Cursor, whole: WholeDigest | None = None) -> None:
+        """Bring ``path``'s log to ``state`` read up to ``cursor``: a frame appended, or the log anew.
+
+        ``whole``: the file's running digest, whose new block digests go into the frame.
+        """
         logged = self._logged.get(path)
         fresh = logged is None or logged.state() is not state
         if not fresh and logged is not None and logged.offset == cursor.offset:
             return
         first = 0 if fresh or logged is None else logged.steps
+        # The blocks the log lacks; all of them again when it did not know where they stood.
+        first_block = 0 if fresh or logged is None or logged.blocks is None else logged.blocks
+        known = whole is not None and whole.upto == cursor.offset and first_block <= len(whole.blocks)
+        blocks = whole.blocks[first_block:] if known and whole is not None else None
         target = self.log_path(path)
         try:
-            data, raw = frame(state, cursor, first)
+            data, raw = frame(state, cursor, first, blocks, first_block)
             if fresh or logged is None:
                 ensure_dir(self.folder)  # 0700: the logs hold (redacted) conversation text
                 write_atomic(target, data, sync_dir=False)  # 0600; a cache: no fsync of the folder
@@ -110,7 +129,14 @@ class ResumeStore:
             log.debug("resume_log_not_written", path=str(path), error=str(error))
             self.forget(path)
             return
-        self._logged[path] = _Logged(weakref.ref(state), len(state.tree.steps), size, cursor.offset, raw)
+        self._logged[path] = _Logged(
+            weakref.ref(state),
+            len(state.tree.steps),
+            size,
+            cursor.offset,
+            raw,
+            None if blocks is None else first_block + len(blocks),
+        )
 
     def logged_bytes(self, path: Path, state: SessionFile) -> int | None:
         """The uncompressed size of the log that stands for ``state`` (``None``: it has none yet)."""

@@ -393,12 +393,15 @@ class Tailer:
         known = self.known.get(path)
         if known is None or known.session_id is None:
             return
-        state = self.resume.load(path, known.cursor)
-        if state is None:
+        resumed = self.resume.load(path, known.cursor)
+        if resumed is None:
             return
+        state, logged = resumed
         whole = self._digests.pop(path, None)
         if whole is None or whole.upto != known.cursor.offset:
-            whole = WholeDigest()  # the next cursor hashes the file once (read, not parsed)
+            # From the log's block digests (a restart): the next cursor hashes the last block
+            # again; without them, the whole file once (read, not parsed).
+            whole = logged or WholeDigest()
         self.indexer.files[path] = Tracked(state, known.cursor, known.session_id, known.workspace, whole)
 
     def _drop(self, path: Path) -> None:
@@ -435,7 +438,7 @@ class Tailer:
             if tracked is None or tracked.cursor is None:
                 continue
             if tracked.state.is_session:
-                self.resume.save(path, tracked.state, tracked.cursor)
+                self.resume.save(path, tracked.state, tracked.cursor, tracked.whole)
             state = FileState(path, tracked.cursor, tracked.session_id, tracked.workspace, path in skipped)
             if self.known.get(path) == state:
                 continue

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from pbot_watch.pi.cursor import Cursor, fingerprint, hasher, plan, verify
+from pbot_watch.sources import WholeDigest, plan_open
 
 DATA = b"".join(b'{"line": %d}\n' % i for i in range(2000))
 OFFSET = len(DATA)
@@ -87,3 +91,42 @@ class TestVerify:
         for start in range(0, OFFSET, 4099):
             running.update(DATA[start : start + 4099])
         assert fingerprint(DATA) == running.hexdigest()
+
+
+class TestWholeDigest:
+    def test_blocks_resumed_go_on_like_one_digest(self, tmp_path: Path) -> None:
+        """A digest brought back from its block digests ends where one that read every byte ends."""
+        path = tmp_path / "f"
+        path.write_bytes(DATA * 200)  # several blocks
+        with path.open("rb") as handle:
+            first = WholeDigest()
+            middle = first.extend(handle.fileno(), len(DATA) * 120 + 7)
+            again = WholeDigest(first.blocks)
+            assert again.upto <= first.upto
+            assert again.extend(handle.fileno(), first.upto) == middle
+            assert again.extend(handle.fileno(), len(DATA) * 200) == first.extend(
+                handle.fileno(), len(DATA) * 200
+            )
+
+    @pytest.mark.parametrize("edited", [False, True])
+    def test_a_cursor_with_an_old_whole_fingerprint_is_verified_as_it_was_made(
+        self, tmp_path: Path, edited: bool
+    ) -> None:
+        """A cursor saved before fingerprints were made of blocks: a touch is still nothing, an edit a re-read."""
+        path = tmp_path / "f"
+        path.write_bytes(DATA)
+        st = path.stat()
+        old = Cursor(
+            st.st_dev, st.st_ino, OFFSET, *cursor_of(DATA).row()[3:5], st.st_mtime_ns, fingerprint(DATA)
+        )
+        if edited:
+            with path.open("r+b") as out:
+                out.seek(OFFSET // 2)
+                out.write(b"X")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            decision, _ = plan_open(fd, os.fstat(fd), old)
+        finally:
+            os.close(fd)
+        assert decision == ("reread" if edited else "nothing")

@@ -23,6 +23,7 @@ from pbot_watch.memory.listener import MemoryFollower
 from pbot_watch.service.resume_store import RESUME_FOLDER
 from pbot_watch.service.state import StateStore
 from pbot_watch.service.tail import ArchiveWriter, Tailer
+from pbot_watch.sources import WHOLE_BLOCK, WholeDigest
 from tests.memory.test_index import busy_session
 from tests.memory.test_listener import memory_offset
 from tests.support.archive import archive_files, records
@@ -214,4 +215,32 @@ def test_a_record_changed_while_the_service_was_down_is_read_as_foreign(
         assert not service.store.marks.ours(record, record.stat())
         service.append(big, big_path, 0)
         assert service.store.encoder.from_file == 0  # nothing taken from the file's bytes
+        service.same_as_one_shot(tmp_path / "sessions")
+
+
+def test_after_a_restart_the_whole_fingerprint_goes_on_from_the_logged_blocks(tmp_path: Path) -> None:
+    """The resume log holds the digests of the file's whole blocks: the first cursor after a restart
+    hashes the last partial block again, not the file, and is the cursor a full hash makes."""
+    path = tmp_path / "sessions" / "ws" / "long.jsonl"
+    w = PiSession("sess-long", file=path)
+    for n in range(24):
+        w.user(f"question {n}: " + "many words " * 12_000, id=f"q{n}")
+        w.assistant(f"answer {n}", id=f"a{n}")
+    size = path.stat().st_size
+    assert size > 3 * WHOLE_BLOCK
+    service = Service(tmp_path, memory_budget=32 << 20)
+    with service.running():
+        service.tailer.sync([path])
+    with service.running():
+        known = service.tailer.known[path]
+        found = service.tailer.resume.load(path, known.cursor)
+        assert found is not None
+        _, whole = found
+        assert whole is not None
+        assert whole.upto == size // WHOLE_BLOCK * WHOLE_BLOCK
+        assert service.append(w, path, 0) == 0
+        cursor = service.tailer.indexer.files[path].cursor
+        assert cursor is not None
+        with path.open("rb") as handle:
+            assert cursor.whole == WholeDigest().extend(handle.fileno(), cursor.offset)
         service.same_as_one_shot(tmp_path / "sessions")
