@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pbot_watch.archive.fresh import Delta
 from pbot_watch.history.jstext import dumps_utf8
 
 KEPT_BYTES = 32 << 20
@@ -33,7 +34,7 @@ class RecordEncoder:
     """Encodes records, keeping the JSON of each record's nodes for its next write."""
 
     kept_bytes: int = KEPT_BYTES
-    _kept: OrderedDict[Path, tuple[Pieces, int]] = field(default_factory=OrderedDict)
+    _kept: OrderedDict[Path, tuple[Pieces, int, dict[str, int]]] = field(default_factory=OrderedDict)
     _total: int = 0
     reused: int = 0
     """Nodes whose JSON the last ``encode`` took from the last write (for tests and benchmarks)."""
@@ -41,6 +42,8 @@ class RecordEncoder:
     """Of those, the nodes whose JSON the last ``encode`` cut out of the file (``read_json``)."""
     changed: frozenset[str] | None = None
     """Ids of the nodes the last ``encode`` did not find as they were (``None``: nothing was kept)."""
+    delta: Delta | None = None
+    """``changed``, and the nodes the last ``encode`` found gone or moved (``None``: nothing was kept)."""
 
     def encode(
         self,
@@ -61,9 +64,10 @@ class RecordEncoder:
             self.changed = None
             return dumps_utf8(record) + b"\n"
         kept = self._kept.pop(path, None)
-        before, size = kept if kept is not None else ({}, 0)
+        before, size, was_at = kept if kept is not None else ({}, 0, None)
         if kept is None and read is not None and isinstance(read.get("nodes"), list):
             read_nodes = read["nodes"]
+            was_at = _positions(read_nodes)
             if read_json is None or len(read_json) != len(read_nodes):
                 read_json = [b""] * len(read_nodes)
             before = {
@@ -76,8 +80,11 @@ class RecordEncoder:
         parts: list[bytes] = []
         reused = from_file = 0
         changed: set[str] = set()
-        for node in nodes:
+        at: dict[str, int] = {}
+        for index, node in enumerate(nodes):
             key = node.get("id") if isinstance(node, dict) else None
+            if isinstance(key, str):
+                at.setdefault(key, index)
             known = before.get(key) if isinstance(key, str) else None
             # Equal and in the same key order (dict equality ignores it; the JSON does not).
             if known is not None and (
@@ -95,6 +102,10 @@ class RecordEncoder:
             parts.append(data)
         self.reused, self.from_file = reused, from_file
         self.changed = frozenset(changed) if before or kept is not None else None
+        self.delta = None
+        if self.changed is not None and was_at is not None:
+            moved = frozenset(key for key, index in at.items() if was_at.get(key, index) != index)
+            self.delta = Delta(self.changed, frozenset(was_at.keys() - at.keys()), moved)
         body = b"[" + b",".join(parts) + b"]"
         fields = [
             dumps_utf8(key) + b":" + (body if key == "nodes" else dumps_utf8(value))
@@ -102,10 +113,10 @@ class RecordEncoder:
         ]
         size = len(body)
         if size <= self.kept_bytes:
-            self._kept[path] = (pieces, size)
+            self._kept[path] = (pieces, size, at)
             self._total += size
             while self._total > self.kept_bytes:
-                _, (_, dropped) = self._kept.popitem(last=False)
+                _, (_, dropped, _) = self._kept.popitem(last=False)
                 self._total -= dropped
         return b"{" + b",".join(fields) + b"}\n"
 
@@ -115,5 +126,15 @@ class RecordEncoder:
             self._kept.clear()
             self._total = 0
             return
-        _, size = self._kept.pop(path, ({}, 0))
+        _, size, _ = self._kept.pop(path, ({}, 0, {}))
         self._total -= size
+
+
+def _positions(nodes: list[Any]) -> dict[str, int]:
+    """Each node id's first position in ``nodes`` (where an index keeps its row)."""
+    at: dict[str, int] = {}
+    for index, node in enumerate(nodes):
+        key = node.get("id") if isinstance(node, dict) else None
+        if isinstance(key, str):
+            at.setdefault(key, index)
+    return at

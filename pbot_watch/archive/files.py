@@ -24,7 +24,7 @@ import msgspec
 
 from pbot_watch.archive.atomic import ensure_dir, fsync_dir, write_atomic
 from pbot_watch.archive.encode import RecordEncoder
-from pbot_watch.archive.fresh import FreshRecords, Written
+from pbot_watch.archive.fresh import Delta, FreshRecords, Written
 from pbot_watch.archive.locations import exclusion, link_out_of, relative_workspace, workspace_folder
 from pbot_watch.archive.marks import WrittenMarks
 from pbot_watch.archive.provenance import with_provenance, without_provenance
@@ -75,10 +75,9 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
-class _NodesJson(msgspec.Struct):
-    """A record's nodes, each as the bytes it has in the file."""
-
-    nodes: list[msgspec.Raw]
+_decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_decode_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_decode_value = msgspec.json.Decoder().decode
 
 
 def read_own_record(data: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
@@ -89,18 +88,18 @@ def read_own_record(data: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
     surrogate, an integer past 64 bits) is read by ``read_record`` as any other file.
     """
     try:
-        value = msgspec.json.decode(data)
-        nodes = msgspec.json.decode(data, type=_NodesJson).nodes
+        fields = _decode_fields(data)
+        if "nodes" not in fields:
+            return None
+        pieces = [bytes(piece) for piece in _decode_list(fields["nodes"])]
+        value = {
+            key: [_decode_value(piece) for piece in pieces] if key == "nodes" else _decode_value(raw)
+            for key, raw in fields.items()
+        }
     except msgspec.DecodeError:
         return None
-    if (
-        isinstance(value, dict)
-        and isinstance(value.get("id"), str)
-        and isinstance(value.get("sessionId"), str)
-        and isinstance(value.get("nodes"), list)
-        and len(value["nodes"]) == len(nodes)
-    ):
-        return value, [bytes(node) for node in nodes]
+    if isinstance(value.get("id"), str) and isinstance(value.get("sessionId"), str):
+        return value, pieces
     return None
 
 
@@ -147,7 +146,7 @@ class ArchiveStore:
     """Where each write is handed, with what changed, to whoever indexes records (``archive/fresh.py``)."""
     # The stamp of our last write of each record, and what a queued write changed since it.
     _written: dict[Path, FileStamp] = field(default_factory=dict)
-    _queued_changes: dict[Path, frozenset[str] | None] = field(default_factory=dict)
+    _queued_changes: dict[Path, Delta | None] = field(default_factory=dict)
     _writer: ThreadPoolExecutor | None = None
     _queued: dict[Path, bytes] = field(default_factory=dict)
     _queued_bytes: int = 0
@@ -357,7 +356,7 @@ class ArchiveStore:
         wrote it (``RecordEncoder.encode``).
         """
         data = self._encoder.encode(path, record, read, read_json)
-        changed = self._encoder.changed
+        changed = self._encoder.delta
         if self._writer is None:
             ensure_dir(path.parent)
             try:
@@ -375,7 +374,7 @@ class ArchiveStore:
             self._queued_since = time.monotonic()
         if path in self._queued:  # a later write of the same path replaces the earlier one
             earlier = self._queued_changes.get(path)
-            changed = None if earlier is None or changed is None else earlier | changed
+            changed = None if earlier is None or changed is None else earlier.then(changed)
         self._queued[path] = data
         self._queued_changes[path] = changed
         self._queued_bytes += len(data)
@@ -383,7 +382,7 @@ class ArchiveStore:
         if self._queued_bytes > BATCH_BYTES or time.monotonic() - self._queued_since >= BATCH_SECONDS:
             self._flush()
 
-    def _hand_over(self, path: Path, record: dict[str, Any], changed: frozenset[str] | None) -> None:
+    def _hand_over(self, path: Path, record: dict[str, Any], changed: Delta | None) -> None:
         """Remember the stamp of what was just written at ``path``; tell ``fresh`` what changed."""
         stamp = file_stamp(path)
         base = self._written.pop(path, None)
@@ -393,7 +392,10 @@ class ArchiveStore:
         if self.marks is not None:
             self.marks.put(path)
         if self.fresh is not None:
-            self.fresh.put(path, Written(record, stamp, base, changed if base is not None else None))
+            delta = changed if base is not None else None
+            self.fresh.put(
+                path, Written(record, stamp, base, None if delta is None else delta.changed, delta)
+            )
 
     def _flush(self) -> None:
         """Write every queued record at once: many fsyncs in flight let the file system group them."""

@@ -28,6 +28,29 @@ KEPT = 256
 
 
 @dataclass(frozen=True, slots=True)
+class Delta:
+    """What one write changed in a record's node list, against the record written before it."""
+
+    changed: frozenset[str]
+    """Ids of nodes new or different."""
+    removed: frozenset[str]
+    """Ids of nodes no longer in the record."""
+    moved: frozenset[str]
+    """Ids of nodes still there, at another position in the list (new ones are ``changed``)."""
+
+    def then(self, later: Delta) -> Delta:
+        """This change followed by ``later``: what both did to the record before this one.
+
+        A node that kept its place in both kept it; one removed, then made again, is changed.
+        """
+        return Delta(
+            self.changed | later.changed,
+            (self.removed - later.changed) | later.removed,
+            self.moved | later.moved,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Written:
     """One record as written, and which of its nodes differ from the file at ``base``."""
 
@@ -37,13 +60,17 @@ class Written:
     """The file's stamp before (``None``: the writer knew no earlier write; all nodes count)."""
     changed: frozenset[str] | None
     """Ids of nodes new or changed since ``base``; ``None``: any node may have."""
+    delta: Delta | None = None
+    """With ``changed``, the nodes gone and moved since ``base`` too (``None``: not known): an
+    index that holds the file at ``base`` then reads the rows of those nodes only."""
 
     def after(self, earlier: Written) -> Written:
         """This write merged with an ``earlier`` one nobody took: the change since its base."""
         if earlier.stamp != self.base:
             return self
         changed = None if earlier.changed is None or self.changed is None else earlier.changed | self.changed
-        return Written(self.record, self.stamp, earlier.base, changed)
+        delta = None if earlier.delta is None or self.delta is None else earlier.delta.then(self.delta)
+        return Written(self.record, self.stamp, earlier.base, changed, delta)
 
 
 class FreshRecords:

@@ -8,12 +8,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pbot_watch.archive.atomic import write_atomic
 from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.archive.fresh import FreshRecords, Written
+from pbot_watch.archive.marks import WrittenMarks
 from pbot_watch.history.project import SessionFile
 from pbot_watch.search.index import SearchIndex
 from tests.support.pi_sessions import PiSession
@@ -107,6 +109,10 @@ def _names_a_few_nodes(found: Written | None) -> None:
     assert found.base is not None
     assert found.changed is not None
     assert 0 < len(found.changed) < len(found.record["nodes"]) // 4
+    assert found.delta is not None
+    assert found.delta.changed == found.changed
+    # Summaries follow the exchanges in the list: those of the grown branch move one place on.
+    assert len(found.delta.removed | found.delta.moved) < len(found.record["nodes"]) // 3
 
 
 class TestFromTheWriter:
@@ -170,17 +176,28 @@ class TestFromTheWriter:
         path = grower.turns(1)
         _names_a_few_nodes(grower.fresh.take(path))
 
-    def test_the_first_write_after_a_start_names_what_changed_since_the_file(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("marked", [False, True])
+    def test_the_first_write_after_a_start_names_what_changed_since_the_file(
+        self, tmp_path: Path, marked: bool
+    ) -> None:
         """A new service (its store knows no write yet) tells the change against the record it
-        read from disk: the index, which held that file, rewrites only those nodes and ends equal."""
+        read from disk (its nodes' JSON kept when it is marked as ours): the index, which held
+        that file, rewrites only those nodes and ends equal."""
+        marks = WrittenMarks(tmp_path / "marks") if marked else None
         grower = Grower(tmp_path)
+        grower.store.marks = marks
         live = SearchIndex(tmp_path / "live.db")
         live.update_record(grower.turns(40))
         grower.fresh = FreshRecords()
-        grower.store = ArchiveStore(central=tmp_path / "archive", fresh=grower.fresh)  # restarted
+        grower.store = ArchiveStore(
+            central=tmp_path / "archive", fresh=grower.fresh, marks=marks
+        )  # restarted
         path = grower.turns(1)
         found = grower.fresh.take(path)
         _names_a_few_nodes(found)
+        assert grower.store.encoder.from_file == (
+            len(found.record["nodes"]) - len(found.changed) if marked else 0
+        )
         assert found is not None
         assert live.update_written(path, found)
         live.close()
