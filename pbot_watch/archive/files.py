@@ -75,9 +75,14 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
-_decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_decode_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+class _NodesJson(msgspec.Struct):
+    """A record's nodes, each as the bytes it has in the file."""
+
+    nodes: list[msgspec.Raw]
+
+
 _decode_value = msgspec.json.Decoder().decode
+_decode_nodes = msgspec.json.Decoder(_NodesJson).decode
 
 
 def read_own_record(data: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
@@ -85,21 +90,22 @@ def read_own_record(data: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
 
     Our records are ``dumps_utf8`` of themselves, so a node's bytes are its encoding, kept for
     the next write. ``None`` when ``data`` is not such a record: what msgspec refuses (a lone
-    surrogate, an integer past 64 bits) is read by ``read_record`` as any other file.
+    surrogate, an integer past 64 bits) is read by ``read_record`` as any other file. Two
+    decodes of the whole file (values, then the nodes' spans) cost less than one per node.
     """
     try:
-        fields = _decode_fields(data)
-        if "nodes" not in fields:
-            return None
-        pieces = [bytes(piece) for piece in _decode_list(fields["nodes"])]
-        value = {
-            key: [_decode_value(piece) for piece in pieces] if key == "nodes" else _decode_value(raw)
-            for key, raw in fields.items()
-        }
+        value = _decode_value(data)
+        pieces = _decode_nodes(data).nodes
     except msgspec.DecodeError:
         return None
-    if isinstance(value.get("id"), str) and isinstance(value.get("sessionId"), str):
-        return value, pieces
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("sessionId"), str)
+        and isinstance(value.get("nodes"), list)
+        and len(value["nodes"]) == len(pieces)
+    ):
+        return value, [bytes(piece) for piece in pieces]
     return None
 
 

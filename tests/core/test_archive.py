@@ -270,3 +270,20 @@ class TestGrowingRecord:
         grown = {**record, "nodes": [node, {"id": "rec:0:b", "text": "more"}, {"id": "rec", "text": ""}]}
         assert encoder.encode(path, grown) == dumps_utf8(grown) + b"\n"
         assert encoder.reused == 2  # the same node object, and an equal one
+
+
+def test_a_record_we_wrote_gives_back_each_nodes_json() -> None:
+    """The nodes' spans of our own encoding are their encodings; what msgspec refuses is left to read_record."""
+    from pbot_watch.archive.files import read_own_record
+    from pbot_watch.history.jstext import dumps_utf8
+
+    nodes = [{"id": "rec:0:a", "text": 'é \u2028 "q" 1.5', "n": 1.5}, {"id": "rec", "text": ""}]
+    record = {"id": "rec", "sessionId": "s", "name": "n", "nodes": nodes}
+    found = read_own_record(dumps_utf8(record) + b"\n")
+    assert found is not None
+    value, pieces = found
+    assert value == record
+    assert list(value) == list(record)
+    assert pieces == [dumps_utf8(node) for node in nodes]
+    cut = {**record, "nodes": [{"id": "rec:0:a", "text": "cut \ud83d"}]}
+    assert read_own_record(dumps_utf8(cut)) is None
