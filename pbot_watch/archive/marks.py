@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pbot_watch.archive.atomic import ensure_dir, write_atomic
+from pbot_watch.archive.atomic import FILE_MODE, ensure_dir
 
 MARKS_VERSION = 1
 MARKS_FOLDER = "records"
@@ -66,10 +66,19 @@ class WrittenMarks:
 
     def put(self, path: Path) -> None:
         """``path`` was just written by us: remember how it stands."""
+        target = self._file(path)
+        scratch = target.with_suffix(".tmp")
         try:
             mark = WrittenMark.of(path, path.stat())
             ensure_dir(self.folder)
-            write_atomic(self._file(path), mark.model_dump_json().encode(), sync_dir=False)
+            # Replaced, never fsynced: a mark lost or torn by a power cut only means one record
+            # read as foreign, and an fsync per record write would slow a first index down.
+            fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+            try:
+                os.write(fd, mark.model_dump_json().encode())
+            finally:
+                os.close(fd)
+            os.replace(scratch, target)
         except OSError:
             self.forget(path)
 
