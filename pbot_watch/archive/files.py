@@ -65,14 +65,17 @@ def read_record(path: Path) -> dict[str, Any] | None:
         value = loads_json(path.read_bytes())
     except (OSError, Malformed):
         return None
-    if (
+    return value if _is_record(value) else None
+
+
+def _is_record(value: Any) -> bool:
+    """Whether a decoded file has what every record has: an id, a session id, a list of nodes."""
+    return (
         isinstance(value, dict)
         and isinstance(value.get("id"), str)
         and isinstance(value.get("sessionId"), str)
         and isinstance(value.get("nodes"), list)
-    ):
-        return value
-    return None
+    )
 
 
 class _NodesJson(msgspec.Struct):
@@ -98,13 +101,7 @@ def read_own_record(data: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
         pieces = _decode_nodes(data).nodes
     except msgspec.DecodeError:
         return None
-    if (
-        isinstance(value, dict)
-        and isinstance(value.get("id"), str)
-        and isinstance(value.get("sessionId"), str)
-        and isinstance(value.get("nodes"), list)
-        and len(value["nodes"]) == len(pieces)
-    ):
+    if _is_record(value) and len(value["nodes"]) == len(pieces):
         return value, [bytes(piece) for piece in pieces]
     return None
 
