@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pbot_watch.history.jstext import dumps
+from pbot_watch.archive.encode import RecordEncoder
+from pbot_watch.archive.files import read_own_record
+from pbot_watch.history.jstext import dumps, dumps_utf8
 from pbot_watch.history.nodes import RecordIndexer, index_history
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.record import HistoryRecord
@@ -17,6 +20,8 @@ from pbot_watch.pi.entries import ID_MISSING, ID_NULL
 from tests.core.test_nodes import fill_summaries
 from tests.support.pi_sessions import PiSession, session_builders
 
+RECORD_PATH = Path("rec.json")
+"""Where the encoder keeps a record's pieces (a key: nothing is written there)."""
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -264,6 +269,45 @@ class TestIncrementalRecord:
             expected = index_history(history, json.loads(json.dumps(previous)))
             previous = indexer.index(history, previous)
             assert json.dumps(expected) == json.dumps(previous)
+
+    @settings(SETTINGS, max_examples=100)
+    @given(
+        operations=OPERATIONS,
+        picks=st.lists(st.integers(min_value=0, max_value=1000), max_size=20),
+        appends=st.lists(st.integers(min_value=0), min_size=4, max_size=20),
+        restarts=st.lists(st.booleans(), min_size=1, max_size=12),
+    )
+    def test_a_restart_between_appends_writes_what_a_full_rebuild_writes(
+        self, operations: list[str], picks: list[int], appends: list[int], restarts: list[bool]
+    ) -> None:
+        """Restarted between appends (a new indexer and encoder, the record read back from the
+        bytes last written, its nodes' JSON cut out of them), the next record's bytes are those
+        of a full rebuild's encoding, as they are without a restart."""
+        data, offsets = grown(operations, picks)
+        cuts = sorted({offsets[a % len(offsets)] for a in appends} | {len(data)})
+        state = SessionFile()
+        indexer, encoder = RecordIndexer(), RecordEncoder()
+        previous: dict[str, Any] = {"id": "rec", "nodes": []}
+        written: bytes | None = None
+        start = 0
+        for step, cut in enumerate(cuts):
+            state.feed(data[start:cut])
+            start = cut
+            history = state.history()
+            if history is None:
+                continue
+            read: dict[str, Any] | None = None
+            read_json: list[bytes] | None = None
+            if written is not None and restarts[step % len(restarts)]:
+                indexer, encoder = RecordIndexer(), RecordEncoder()
+                found = read_own_record(written)
+                assert found is not None
+                previous, read_json = found
+                read = previous
+            expected = index_history(history, json.loads(json.dumps(previous)))
+            previous = indexer.index(history, previous)
+            written = encoder.encode(RECORD_PATH, previous, read, read_json)
+            assert written == dumps_utf8(expected) + b"\n"
 
     @SETTINGS
     @given(
