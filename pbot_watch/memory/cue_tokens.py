@@ -75,7 +75,18 @@ def count_tokens(texts: Sequence[str]) -> list[int]:
         return count_by_chars(texts)
     if not texts:
         return []
-    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+    try:
+        encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    except TypeError:
+        # A lone surrogate (a session line's ``\ud800`` escape, kept as JavaScript keeps it):
+        # the tokenizer takes UTF-8 only, and one such line must not cost the whole block.
+        encodings = tokenizer.encode_batch([_well_formed(text) for text in texts], add_special_tokens=False)
+    return [len(encoding.ids) for encoding in encodings]
+
+
+def _well_formed(text: str) -> str:
+    """``text`` with each lone surrogate's bytes as U+FFFD (as a UTF-8 decoder shows them)."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def counter_name() -> str:

@@ -240,6 +240,30 @@ class TestSavedLedgers:
         (kept,) = store.iterdir()
         assert kept == first.saved_file(path)
 
+    def test_a_ledger_holding_a_lone_surrogate_is_not_saved(self, tmp_path: Path) -> None:
+        """msgpack holds UTF-8 only: such a session is read by each process, its cues are right."""
+        path = tmp_path / "s.jsonl"
+        work = session_with_work(path)
+        work.w.assistant(None, calls=[("c-odd", "bash", {"command": "cat odd.bin"})], id="a-odd")
+        work.w.raw(
+            b'{"type":"message","id":"t-odd","parentId":"a-odd","timestamp":"2026-11-01T01:00:00.000Z",'
+            b'"message":{"role":"toolResult","toolCallId":"c-odd","toolName":"bash",'
+            b'"content":[{"type":"text","text":"half \\ud800 a character"}],"isError":true}}\n'
+        )
+        work.w.branch_at("t-odd")
+        work.compact(kept=work.ask())
+        store = tmp_path / "ledgers"
+        first = FollowedCues(store, saved_from=0)
+        state = ledger_cues(first.ledger(path))
+        assert "\ud800" in state.text
+        assert state == cues_of(path)
+        while first.follow():
+            pass
+        assert not any(store.glob("*.cues"))
+        second = FollowedCues(store, saved_from=0)
+        assert ledger_cues(second.ledger(path)) == state
+        assert second.bytes_read == path.stat().st_size
+
     def test_small_files_leave_no_saved_ledger(self, tmp_path: Path) -> None:
         path = tmp_path / "s.jsonl"
         session_with_work(path)
