@@ -26,7 +26,7 @@ import sqlite3
 import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from pbot_watch.memory.texts import (
     CHUNK_SLOTS,
     OVERFLOW_CHUNKS,
     PACK_FROM,
+    PLAIN,
     TRAIN_TEXTS,
     ZSTD,
     TextCodec,
@@ -243,6 +244,79 @@ def _digests(source: Source, text: str) -> tuple[bytes, int]:
     return whole.digest(), int.from_bytes(text_hash[:8], "big", signed=True)
 
 
+@dataclass(frozen=True)
+class TextRows:
+    """What a new text's rows hold: its stored form, its literal row, its terms chunks ``(first line, body)``."""
+
+    data: bytes
+    packed: int
+    literal: str | None
+    terms: list[tuple[int, str]]
+
+
+def text_rows(text: str, codec: TextCodec) -> TextRows:
+    """The rows of a text not stored yet: the CPU work of storing it, none of it the database's."""
+    data, packed = codec.pack(text)
+    chunks = term_chunks(text.split("\n"))
+    return TextRows(data, packed, literal_document(text), [(line, body) for line, _count, body in chunks])
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """A source as ``mem_sources`` keeps it, with its text's rows when they were made ahead.
+
+    The build worker (``memory/build.py``) makes ``rows`` for every text, off the writer's core;
+    ``feed`` leaves them ``None`` and the writer makes them only for a text it does not hold yet.
+    """
+
+    entry_id: str
+    seq: int
+    part: int
+    kind: str
+    stamp: str
+    label: str | None
+    sections: str | None
+    unanswered: str | None
+    digest: bytes
+    key: int
+    text: str
+    line_count: int
+    rows: TextRows | None = None
+
+
+def prepare_source(source: Source, codec: TextCodec | None = None) -> PreparedSource:
+    """``source`` as stored; with ``codec``, its text's rows too (the build worker's)."""
+    text = "\n".join(source.lines)
+    digest, key = _digests(source, text)
+    return PreparedSource(
+        entry_id=source.entry_id,
+        seq=source.seq,
+        part=source.part,
+        kind=source.kind,
+        stamp=storable(source.timestamp)[0],
+        label=stored_label(source.kind, text, source.label),
+        sections=stored_sections(source.kind, source.sections, len(source.lines)),
+        unanswered=source.unanswered,
+        digest=digest,
+        key=key,
+        text=text,
+        line_count=len(source.lines),
+        rows=text_rows(text, codec) if codec is not None else None,
+    )
+
+
+CallRow = tuple[str, str | None, int]
+"""A ``mem_calls`` row of a file: call id, its block (JSON, redacted), whether it was answered."""
+
+
+def call_rows(state: MemoryFeed) -> list[CallRow]:
+    """The ``mem_calls`` rows of what ``state`` has seen."""
+    return [
+        (call_id, _json(scrub_structure(state.calls.get(call_id))), int(call_id in state.answered))
+        for call_id in {*state.calls, *state.answered}
+    ]
+
+
 def derived_label(kind: str, text: str) -> str:
     """The label a source of ``kind`` gets from its text alone (a message's, its thinking's): its
     stored label is ``NULL`` when it is this one (``stored_label``).
@@ -369,12 +443,26 @@ class _FileWriter:
                     state.answered.add(call_id)
         fed = state.feed(entries)
         self.entries = state.seq
+        self.store(fed.links, fed.answered_now, call_rows(state), [prepare_source(s) for s in fed.sources])
+
+    def store(
+        self,
+        links: list[EntryLink],
+        answered_now: Collection[str],
+        calls: list[CallRow],
+        sources: list[PreparedSource],
+    ) -> None:
+        """Store what extraction made of some entries: their links, the calls' state, their sources.
+
+        The one way rows are written, whether the entries were extracted here (``feed``) or in
+        the build worker (``memory/build.py``, ``store_build``).
+        """
         self.conn.executemany(
             "INSERT INTO mem_entries(file, seq, entry_id, parent_id, kept) VALUES (?,?,?,?,?)",
-            [(self.file, link.seq, link.entry_id, link.parent_id, link.kept) for link in fed.links],
+            [(self.file, link.seq, link.entry_id, link.parent_id, link.kept) for link in links],
         )
-        self._extend(fed.links)
-        for call_id in fed.answered_now:
+        self._extend(links)
+        for call_id in answered_now:
             for rowid, entry_id, part, digest in self.conn.execute(
                 "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ? AND unanswered = ?",
                 (self.file, call_id),
@@ -384,17 +472,9 @@ class _FileWriter:
         self.conn.executemany(
             "INSERT INTO mem_calls(file, call_id, block, answered) VALUES (?,?,?,?) ON CONFLICT(file, call_id) "
             "DO UPDATE SET block = coalesce(excluded.block, block), answered = excluded.answered",
-            [
-                (
-                    self.file,
-                    call_id,
-                    _json(scrub_structure(state.calls.get(call_id))),
-                    int(call_id in state.answered),
-                )
-                for call_id in {*state.calls, *state.answered}
-            ],
+            [(self.file, *row) for row in calls],
         )
-        self._add(fed.sources)
+        self._add(sources)
 
     def _extend(self, links: list[EntryLink]) -> None:
         """Grow the branch by entries appended to its leaf; anything else makes it ``stale``.
@@ -463,16 +543,14 @@ class _FileWriter:
         )
         self.stale = False
 
-    def _add(self, sources: list[Source]) -> None:
+    def _add(self, sources: list[PreparedSource]) -> None:
         rows: list[tuple[Any, ...]] = []
         visible: list[tuple[int, int, int, int, str]] = []
         for source in sources:
-            text = "\n".join(source.lines)
-            digest, key = _digests(source, text)
-            if self.reuse.pop((source.entry_id, source.part, digest), None) is not None:
+            if self.reuse.pop((source.entry_id, source.part, source.digest), None) is not None:
                 continue
             rowid, self.next_source = self.next_source, self.next_source + 1
-            stamp, text_id = storable(source.timestamp)[0], self._text(text, key, source.lines)
+            text_id = self._text(source)
             rows.append(
                 (
                     rowid,
@@ -481,18 +559,18 @@ class _FileWriter:
                     source.seq,
                     source.part,
                     source.kind,
-                    stamp,
-                    stored_label(source.kind, text, source.label),
-                    stored_sections(source.kind, source.sections, len(source.lines)),
+                    source.stamp,
+                    source.label,
+                    source.sections,
                     source.unanswered,
-                    digest,
+                    source.digest,
                     text_id,
                 )
             )
             position = None if self.stale else self._position(source.entry_id)
             if position is not None:
-                visible.append((rowid, self.branch, position, text_id, stamp))
-                self.tallies.visible(text_id, text)
+                visible.append((rowid, self.branch, position, text_id, source.stamp))
+                self.tallies.visible(text_id, source.text)
         self.conn.executemany(
             "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, timestamp, label, "
             "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -507,27 +585,32 @@ class _FileWriter:
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)
         self.literal, self.chunks, self.terms = [], [], []
 
-    def _text(self, text: str, key: int, lines: list[str]) -> int:
-        """The ``mem_texts`` row holding ``text``: one that already does (one more source has it),
-        else a new one, indexed (its literal row and terms chunks).
+    def _text(self, source: PreparedSource) -> int:
+        """The ``mem_texts`` row holding the source's text: one that already does (one more source
+        has it), else a new one, indexed (its literal row and terms chunks).
         """
+        text = source.text
         for rowid, data, packed in self.conn.execute(
-            "SELECT rowid, data, packed FROM mem_texts WHERE key = ?", (key,)
+            "SELECT rowid, data, packed FROM mem_texts WHERE key = ?", (source.key,)
         ).fetchall():
             if self.codec.unpack(data, packed) == text:
                 self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (rowid,))
                 return int(rowid)
-        data, packed = self.codec.pack(text)
+        rows = source.rows
+        if rows is None:
+            rows = text_rows(text, self.codec)
+        elif rows.packed not in (PLAIN, ZSTD if self.codec.current is None else self.codec.current):
+            # Packed in the build worker with a dictionary older than the current one.
+            rows = replace(rows, data=(packing := self.codec.pack(text))[0], packed=packing[1])
         cursor = self.conn.execute(
             "INSERT INTO mem_texts(key, refs, lines, capped, data, packed) VALUES (?, 1, ?, ?, ?, ?)",
-            (key, len(lines), int(capped(text)), data, packed),
+            (source.key, source.line_count, int(capped(text)), rows.data, rows.packed),
         )
         rowid = cursor.lastrowid
         assert rowid is not None
-        document = literal_document(text)
-        if document is not None:
-            self.literal.append((rowid, document))
-        for number, (line, _count, body) in enumerate(term_chunks(lines)):
+        if rows.literal is not None:
+            self.literal.append((rowid, rows.literal))
+        for number, (line, body) in enumerate(rows.terms):
             if number < CHUNK_SLOTS:
                 self.terms.append((chunk_row(rowid, number), body))
                 continue
@@ -634,6 +717,44 @@ def feed_memory(
         writer.feed(entries)
         writer.finish(header, cursor, stamp)
     return True
+
+
+def store_build(
+    index: SearchIndex,
+    path: Path,
+    header: SessionHeader,
+    entries: int,
+    links: list[EntryLink],
+    calls: list[CallRow],
+    sources: list[PreparedSource],
+    *,
+    cursor: Cursor,
+    stamp: FileStamp,
+) -> None:
+    """Store a whole session file extracted and prepared elsewhere (the build worker, ``memory/build.py``).
+
+    The same rows ``feed_memory(..., start=0)`` writes for the same bytes: only the inserts are
+    left to this process, one transaction per file.
+    """
+    ensure_memory_tables(index)
+    with index.transaction():
+        writer = _FileWriter(index, path, header.id, 0)
+        writer.store(links, (), calls, sources)
+        writer.entries = entries
+        writer.finish(header, cursor, stamp)
+
+
+def forget_memory_file(index: SearchIndex, path: Path) -> bool:
+    """Drop what raw memory holds of ``path`` (no longer a session file); whether it held any."""
+    ensure_memory_tables(index)
+    return _forget(index, path, _known(index, path))
+
+
+def dictionaries(index: SearchIndex) -> tuple[dict[int, bytes], int | None]:
+    """The compression dictionaries a build worker packs with: every one by id, and the current one."""
+    ensure_memory_tables(index)
+    data = dict(index.conn.execute("SELECT id, data FROM mem_dicts WHERE length(data) > 0"))
+    return data, max(data, default=None)
 
 
 def sync_memory_file(

@@ -12,10 +12,18 @@ held a file the service already knew): when the entries do not start where raw m
 it reads the file itself from its own cursor (``sync_memory_file``), once, and is back in step.
 Files the service has no bytes to read for at start but raw memory lacks (a first start after an
 upgrade) are read by ``MemoryFollower.sync`` during the catch-up.
+
+A whole file (a first read of at least ``BUILD_FROM`` bytes, a rewrite, a file only raw memory
+lacks) is not stored on this thread: it is queued for the build worker (``memory/build.py``),
+which reads and prepares it on the second core; ``collect``, called by the service between its
+reads, stores what the worker made. Appends, the live path, are stored here as they are read.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,31 +32,49 @@ from pbot_watch.search.held import HeldIndex
 if TYPE_CHECKING:
     from pbot_watch.archive.stamp import FileStamp
     from pbot_watch.indexer import EntriesRead
+    from pbot_watch.memory.build import FileBuild, MemoryBuilder
     from pbot_watch.search.index import SearchIndex
+
+BUILD_FROM = 64 << 10
+"""A whole-file read at least this long is built by the worker; a shorter one (a new session's
+first lines) is stored at once, which is sooner than a trip through the worker."""
 
 
 class MemoryFollower:
     """Stores the entries the service read in raw memory; counts what it had to read itself."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, build_from: int = BUILD_FROM) -> None:
         self.index = HeldIndex(state_dir)
+        self.build_from = build_from
+        self._builder: MemoryBuilder | None = None
+        self.on_error: Callable[[str], None] | None = None
+        self.on_ready: Callable[[], None] | None = None
+        """Called from another thread when the worker has a file ready: ``collect`` stores it."""
         self.fed = 0
         """Reads whose entries were stored as they were (no second parse)."""
         self.bytes_read = 0
         """Session bytes raw memory read itself, because its cursor was elsewhere."""
 
     def __call__(self, read: EntriesRead) -> None:
+        if self._builder is not None and self._builder.holds(read.path):
+            return  # its build reads the file to its end; what comes after, ``collect`` reads
         self.index.use(lambda index: self._store(index, read))
 
     def _store(self, index: SearchIndex, read: EntriesRead) -> None:
         from pbot_watch.memory.index import MemorySync, feed_memory, memory_plan, sync_memory_file  # noqa: PLC0415
 
         report = MemorySync()
-        if read.start == 0 and memory_plan(index, read.path) in ("nothing", "append"):
-            # Raw memory already holds this file's beginning (a query read it): the delta only.
-            sync_memory_file(index, read.path, report)
-            self.bytes_read += report.bytes_read
-            return
+        if read.start == 0:
+            plan = memory_plan(index, read.path)
+            if plan in ("nothing", "append"):
+                # Raw memory already holds this file's beginning (a query read it): the delta only.
+                sync_memory_file(index, read.path, report)
+                self.bytes_read += report.bytes_read
+                return
+            if read.cursor.offset >= self.build_from:
+                self.builder().add(read.path)
+                self._submit()
+                return
         if feed_memory(
             index,
             read.path,
@@ -71,17 +97,110 @@ class MemoryFollower:
         return [path for path, stamp in stamps.items() if held.get(path) != stamp]
 
     def sync(self, path: Path) -> int:
-        """Bring ``path``'s raw memory up to date by reading it; the session bytes read."""
-        from pbot_watch.memory.index import MemorySync, sync_memory_file  # noqa: PLC0415
+        """Bring ``path``'s raw memory up to date: what it lacks of a file it holds is read now
+        (the session bytes read are returned), a file it does not hold is queued for the worker.
+        """
+        from pbot_watch.memory.index import MemorySync, memory_plan, sync_memory_file  # noqa: PLC0415
 
+        if self._builder is not None and self._builder.holds(path):
+            return 0
+        if (
+            self.index.use(lambda index: memory_plan(index, path)) not in ("nothing", "append")
+            and _size(path) >= self.build_from
+        ):
+            self.builder().add(path)
+            self._submit()
+            return 0
         report = MemorySync()
         self.index.use(lambda index: sync_memory_file(index, path, report))
         self.bytes_read += report.bytes_read
         return report.bytes_read
 
+    def builder(self) -> MemoryBuilder:
+        if self._builder is None:
+            from pbot_watch.memory.build import MemoryBuilder  # noqa: PLC0415 - only once a file is built
+
+            self._builder = MemoryBuilder()
+            self._builder.on_ready = lambda: self.on_ready() if self.on_ready is not None else None
+        return self._builder
+
+    def pending(self) -> int:
+        """Files queued for the worker or built and not stored yet: raw memory lacks them."""
+        return self._builder.pending() if self._builder is not None else 0
+
+    def collect(self, deadline: float) -> list[Path]:
+        """Store what the worker has ready, until ``deadline`` (``time.monotonic``); the files stored.
+
+        Each in a transaction of its own (the record index's writes come in between), then the
+        file is read on from where the worker stopped, if it grew meanwhile (a stat when not).
+        """
+        if self._builder is None:
+            return []
+        stored: list[Path] = []
+        while (ready := self._builder.ready()) is not None:
+            path, build = ready
+            if build is not None:
+                self.index.use(partial(self._store_build, path=path, build=build))
+            stored.append(path)
+            self._submit()
+            if time.monotonic() > deadline:
+                break
+        self._submit()
+        return stored
+
+    def _store_build(self, index: SearchIndex, *, path: Path, build: FileBuild) -> None:
+        from pbot_watch.memory.index import MemorySync, forget_memory_file, store_build, sync_memory_file  # noqa: PLC0415
+        from pbot_watch.pi.entries import SessionHeader  # noqa: PLC0415
+
+        if build.outcome in ("gone", "not a session"):
+            forget_memory_file(index, path)
+        elif build.outcome == "unreadable":
+            if self.on_error is not None:
+                self.on_error(f"raw memory cannot read {path}: {build.error}")
+        else:
+            assert build.cursor is not None
+            assert build.stamp is not None
+            store_build(
+                index,
+                path,
+                SessionHeader.model_validate_json(build.header),
+                build.entries,
+                build.links,
+                build.calls,
+                build.sources,
+                cursor=build.cursor,
+                stamp=build.stamp,
+            )
+            report = MemorySync()
+            sync_memory_file(index, path, report)  # what was appended after the worker read it
+            self.bytes_read += build.bytes_read + report.bytes_read
+
+    def _submit(self) -> None:
+        from pbot_watch.memory.index import dictionaries  # noqa: PLC0415
+
+        if self._builder is not None:
+            self._builder.submit(lambda: self.index.use(dictionaries))
+
     def status(self) -> dict[str, int]:
-        """For status: reads stored as parsed, and the session bytes raw memory had to read itself."""
-        return {"reads_fed": self.fed, "bytes_read_itself": self.bytes_read}
+        """For status: reads stored as parsed, the session bytes raw memory read itself, the worker's build."""
+        counts = self._builder.counts if self._builder is not None else None
+        return {
+            "reads_fed": self.fed,
+            "bytes_read_itself": self.bytes_read,
+            "build_queued": counts.queued if counts else 0,
+            "build_pending": self.pending(),
+            "build_stored": counts.built if counts else 0,
+            "build_failed": counts.failed if counts else 0,
+        }
 
     def close(self) -> None:
+        if self._builder is not None:
+            self._builder.close()
         self.index.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -17,7 +17,11 @@ Three kinds of extension, all wired in ``pbot_watch.cli.run_parts.build_extensio
     record is. Raw memory is one (``memory/listener.py``): an append is decoded once for the
     record and for it. At start it names the files it does not hold as they are (``stale``),
     which the catch-up reads for it (``sync``), newest first. An exception is logged and shown
-    in status; the record is written all the same.
+    in status; the record is written all the same. A follower may do its heavy work elsewhere
+    (raw memory builds whole files in a worker process): ``pending`` counts what it has not
+    made searchable yet (the catch-up is not over before it is 0), ``collect`` is called on the
+    reading thread between reads to finish some of it, ``on_ready`` is set by the service to be
+    woken when there is something to collect, ``on_error`` to show a problem in status.
 
 ``IdleWorker``
     Run on its own thread once the person has been idle (no append to any watched session) for
@@ -60,6 +64,15 @@ class EntriesFollower(Protocol):
     def stale(self, stamps: dict[Path, FileStamp]) -> list[Path]: ...
 
     def sync(self, path: Path) -> int: ...
+
+    on_ready: Callable[[], None] | None
+    on_error: Callable[[str], None] | None
+
+    def pending(self) -> int: ...
+
+    def collect(self, deadline: float) -> list[Path]: ...
+
+    def close(self) -> None: ...
 
 
 StatusProvider = Callable[[], dict[str, Any]]

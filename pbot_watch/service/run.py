@@ -171,6 +171,9 @@ class Service:
                 on_progress=self.progressed,
                 on_entries=self._entries_read if self.extensions.followers else None,
             )
+            for follower in self.extensions.followers:
+                follower.on_ready = self._wake
+                follower.on_error = self.reporter.error
             self.listeners.start()
             self.watcher = Watcher(settings.sessions, self.changes, settings.poll, settings.poll_seconds)
             self.watcher.start()
@@ -202,7 +205,7 @@ class Service:
         self.catch_up = CatchUp(
             {path: self._snapshot[path].size for path in todo},
             memory=self._memory_backlog(todo),
-            searchable=lambda: self.listeners.backlog == 0,
+            searchable=lambda: self.listeners.backlog == 0 and not self._memory_pending(),
         )
         self.last_reconcile = time.time()
         self._next_reconcile = now + settings.reconcile_seconds
@@ -260,6 +263,28 @@ class Service:
                     "entries_follower_failed", follower=type(follower).__name__, path=str(read.path)
                 )
                 self.reporter.error(f"{type(follower).__name__} failed on {read.path}: {error!r}")
+
+    def _wake(self) -> None:
+        """A follower has work ready for the reading thread (from another thread): end its wait."""
+        self.changes.put(WAKE)
+
+    def _memory_pending(self) -> int:
+        """Files the followers (raw memory's build worker) have not made searchable yet."""
+        return sum(follower.pending() for follower in self.extensions.followers)
+
+    def _collect_memory(self) -> None:
+        """Store what raw memory's build worker made, for at most a batch's time: reads come first."""
+        deadline = time.monotonic() + BATCH_SECONDS
+        for follower in self.extensions.followers:
+            try:
+                stored = follower.collect(deadline)
+            except Exception as error:  # a follower's bug must not stop the service
+                log.exception("entries_follower_failed", follower=type(follower).__name__)
+                self.reporter.error(f"{type(follower).__name__} failed to store a build: {error!r}")
+                continue
+            if stored:
+                self.progressed()
+                self.reporter.changed()
 
     def _read_for_memory(self) -> None:
         """Files only raw memory lacks, read a batch at a time once no change waits, newest first."""
@@ -344,6 +369,7 @@ class Service:
         for root in vanished:
             self.reporter.changed()
             self._accept(Change("folder-gone", root))
+        self._collect_memory()
         self._read_for_memory()
         if now >= self._next_reconcile:
             self.reconcile()
@@ -507,6 +533,8 @@ class Service:
             self.watcher.stop(SHUTDOWN_SECONDS)
         if not self.listeners.stop(SHUTDOWN_SECONDS):
             log.warning("record_listeners_abandoned", waited_seconds=SHUTDOWN_SECONDS)
+        for follower in self.extensions.followers:
+            follower.close()  # raw memory's build worker; a file half built is built at the next start
         self.reporter.stop_heartbeat(SHUTDOWN_SECONDS)
         self.reporter.write(running=False)
         if self.state is not None:

@@ -1,0 +1,255 @@
+"""Raw memory of whole session files built on a second core: a worker process extracts, the service stores.
+
+A first run over a long history stores every session file's raw memory once. Almost all of
+that is CPU work that needs no database: decoding the lines, entries to sources (redaction
+included), digests, zstd packing, the literal and terms documents. Done on the service's
+reading thread, it held the one core the process had (the reading and listener threads share
+an interpreter lock) for minutes. So a file raw memory must hold whole (a first read, a
+rewrite) is queued here; one worker process reads the file itself from its start (decoding is
+a few per cent of the work, cheaper than shipping parsed entries to it) and returns its rows
+ready (``build_file``: the same extraction and preparation ``index.feed_memory`` runs, so both
+give the same rows); the service's reading thread only inserts them (``index.store_build``),
+one transaction per file.
+
+Files are built in the order they were queued (the service queues the newest first), at most
+``IN_FLIGHT`` at a time, so the rows waiting in memory stay bounded. A file appended to while
+it waits is read to its end when its turn comes, and anything written after the worker read
+it is read on the spot once its rows are stored (``sync_memory_file``: the delta only). A worker
+that dies (killed, out of memory) is replaced and its files tried once more; a file that kills
+it twice, or fails in it, is left out with a message and the other files go on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.memory.extract import EntryLink, MemoryFeed
+from pbot_watch.memory.index import READ_BYTES, CallRow, PreparedSource, call_rows, prepare_source
+from pbot_watch.memory.texts import TextCodec
+from pbot_watch.pi.cursor import Cursor
+from pbot_watch.pi.entries import SessionReader
+from pbot_watch.sources import NotRegularFile, SessionTail
+
+log = structlog.get_logger("pbot_watch.memory")
+
+IN_FLIGHT = 2
+"""Files given to the worker at once: one being built, one waiting, so it never idles between files."""
+ATTEMPTS = 2
+"""Tries of a file whose worker died building it (the first death may have been another file's)."""
+PARENT_CHECK_SECONDS = 1.0
+
+Outcome = Literal["built", "gone", "unreadable", "not a session"]
+
+
+@dataclass
+class FileBuild:
+    """One session file's raw memory as the worker made it, for ``index.store_build``."""
+
+    path: Path
+    outcome: Outcome
+    header: str = ""
+    """The header line's model as JSON (``SessionHeader``)."""
+    entries: int = 0
+    links: list[EntryLink] = field(default_factory=list)
+    calls: list[CallRow] = field(default_factory=list)
+    sources: list[PreparedSource] = field(default_factory=list)
+    cursor: Cursor | None = None
+    stamp: FileStamp | None = None
+    bytes_read: int = 0
+    error: str = ""
+
+
+_codec: tuple[tuple[int | None, tuple[int, ...]], TextCodec] | None = None
+
+
+def _codec_for(dictionaries: dict[int, bytes], current: int | None) -> TextCodec:
+    """The worker's codec, made again only when the database trained a new dictionary."""
+    global _codec  # noqa: PLW0603 - one per worker process, for every file it builds
+    key = (current, tuple(sorted(dictionaries)))
+    if _codec is None or _codec[0] != key:
+        _codec = (key, TextCodec(dictionaries, current))
+    return _codec[1]
+
+
+def build_file(path: Path, dictionaries: dict[int, bytes], current: int | None) -> FileBuild:
+    """Read ``path`` from its start and make its raw memory's rows (in the worker; no database).
+
+    What ``index._read`` does from offset 0, with ``feed_memory``'s extraction: the same reader,
+    pieces, cursor and stamp, so the rows stored are those an inline read stores.
+    """
+    codec = _codec_for(dictionaries, current)
+    try:
+        tail = SessionTail(path)
+    except (FileNotFoundError, NotRegularFile):
+        return FileBuild(path, "gone")
+    except OSError as error:
+        return FileBuild(path, "unreadable", error=str(error))
+    with tail:
+        reader = SessionReader()
+        state = MemoryFeed()
+        build = FileBuild(path, "built")
+        prepared: list[PreparedSource] = []
+
+        def parse(data: bytes) -> bool:
+            nonlocal prepared
+            build.bytes_read += len(data)
+            entries = reader.feed(data)
+            if reader.not_session or reader.header is None:
+                return not reader.not_session
+            fed = state.feed(entries)
+            build.links.extend(fed.links)
+            if fed.answered_now:
+                # A call delivered alone in an earlier piece goes: its result brings it along.
+                prepared = [s for s in prepared if s.unanswered not in fed.answered_now]
+            prepared.extend(prepare_source(source, codec) for source in fed.sources)
+            return True
+
+        read = tail.feed(0, parse, piece=READ_BYTES)
+        if reader.header is None and not reader.not_session and read < tail.size:
+            tail.feed(read, parse, piece=READ_BYTES)  # a first line longer than a piece
+        if reader.header is None or reader.not_session:
+            return FileBuild(path, "not a session", bytes_read=build.bytes_read)
+        build.header = reader.header.model_dump_json()
+        build.entries = state.seq
+        build.calls = call_rows(state)
+        build.sources = prepared
+        build.cursor = tail.cursor(reader.consumed)
+        build.stamp = FileStamp.of(tail.st)
+        return build
+
+
+def _watch_parent() -> None:
+    """In the worker: leave when the service is gone (a ``kill -9`` leaves no one to stop it)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            threading.Event().wait(PARENT_CHECK_SECONDS)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="pbot-build-parent", daemon=True).start()
+
+
+@dataclass
+class _Job:
+    path: Path
+    future: Future[FileBuild]
+    attempt: int
+
+
+@dataclass
+class BuildCounts:
+    queued: int = 0
+    built: int = 0
+    failed: int = 0
+    worker_restarts: int = 0
+
+
+class MemoryBuilder:
+    """The queue of whole files to build, the worker process, and the builds ready to store."""
+
+    def __init__(self, in_flight: int = IN_FLIGHT) -> None:
+        self.in_flight = in_flight
+        self.counts = BuildCounts()
+        self.on_ready: Callable[[], None] | None = None
+        """Called (on another thread) when a build is ready: the service wakes to store it."""
+        self._queue: OrderedDict[Path, int] = OrderedDict()
+        """Files waiting for the worker, with the attempt they are at."""
+        self._running: deque[_Job] = deque()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def add(self, path: Path) -> None:
+        """Queue ``path`` (no-op when it is queued or being built: its build reads it to its end)."""
+        if not self.holds(path):
+            self._queue[path] = 1
+            self.counts.queued += 1
+
+    def holds(self, path: Path) -> bool:
+        """``path`` is queued or being built: a read of it now is the build's to store."""
+        return path in self._queue or any(job.path == path for job in self._running)
+
+    def pending(self) -> int:
+        """Files queued or being built: raw memory does not hold them yet."""
+        return len(self._queue) + len(self._running)
+
+    def submit(self, dictionaries: Callable[[], tuple[dict[int, bytes], int | None]]) -> None:
+        """Give the worker the next queued files, up to ``in_flight`` at a time."""
+        if len(self._running) >= self.in_flight or not self._queue:
+            return
+        packing = dictionaries()
+        while self._queue and len(self._running) < self.in_flight:
+            path, attempt = self._queue.popitem(last=False)
+            future = self._executor().submit(build_file, path, *packing)
+            self._running.append(_Job(path, future, attempt))
+            future.add_done_callback(self._done)
+
+    def _done(self, _future: Future[FileBuild]) -> None:
+        if self.on_ready is not None:
+            self.on_ready()
+
+    def ready(self) -> tuple[Path, FileBuild | None] | None:
+        """The oldest submitted build if it finished: its rows, or ``None`` when it was left out.
+
+        In submission order, so files are stored in the order they were queued.
+        """
+        if not self._running or not self._running[0].future.done():
+            return None
+        job = self._running.popleft()
+        try:
+            build = job.future.result()
+        except BrokenProcessPool:
+            self._restart()
+            if job.attempt < ATTEMPTS:
+                self._queue[job.path] = job.attempt + 1
+                self._queue.move_to_end(job.path, last=False)
+                return self.ready()
+            self.counts.failed += 1
+            return job.path, FileBuild(job.path, "unreadable", error="the build worker died on it")
+        except Exception as error:  # noqa: BLE001 - a bug met on one file must not stop the others
+            log.warning("memory_build_failed", path=str(job.path), error=repr(error))
+            self.counts.failed += 1
+            return job.path, FileBuild(job.path, "unreadable", error=f"its build failed: {error!r}")
+        self.counts.built += 1
+        return job.path, build
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # Spawned, not forked: the service has threads (a fork copies their locks held).
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_watch_parent)
+        return self._pool
+
+    def _restart(self) -> None:
+        """The worker died: every file it had is tried again on a new one (in their order)."""
+        self.counts.worker_restarts += 1
+        survivors = list(self._running)
+        self._running.clear()
+        for job in reversed(survivors):
+            self._queue[job.path] = job.attempt
+            self._queue.move_to_end(job.path, last=False)
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker now (a file half built is built again at the next start)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:  # shutdown alone waits for the file in progress at exit
+            process.terminate()
+        for process in processes:
+            process.join(1.0)

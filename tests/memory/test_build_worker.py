@@ -1,0 +1,250 @@
+"""Raw memory built in the worker process: the same rows as stored inline, and nothing stops the other files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from pbot_watch.memory.build import MemoryBuilder, build_file
+from pbot_watch.memory.index import dictionaries, refresh_memory, store_build
+from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
+from pbot_watch.memory.query import search_memory
+from pbot_watch.memory.texts import TRAIN_TEXTS
+from pbot_watch.pi.entries import SessionHeader
+from pbot_watch.search.index import SearchIndex
+from tests.memory.test_index import busy_session, memory_state
+from tests.support.pi_sessions import PiSession
+from tests.support.service import ServiceProcess, wait_for
+
+
+def forked_session(path: Path) -> None:
+    """A session with a fork, a call answered in a later read, a call never answered, a compaction."""
+    w = PiSession("sess-fork", file=path)
+    w.user("first question", id="u1")
+    w.assistant(None, calls=[("c1", "bash", {"command": "ls"}), ("c2", "read", {"path": "a.py"})], id="a1")
+    w.tool_result("a.py\nb.py\n", call_id="c1", name="bash", id="t1")
+    w.assistant("two files", id="r1")
+    w.user("a branch that was left", id="u2", parent="r1")
+    w.user("the branch kept", id="u3", parent="r1")
+    w.assistant("kept answer with the secret sk-ant-api03-" + "x" * 40, id="r3")
+
+
+def stored_by_worker(index: SearchIndex, path: Path) -> None:
+    """What the service does with a whole file: built in the worker's function, stored here."""
+    build = build_file(path, *dictionaries(index))
+    assert build.outcome == "built"
+    assert build.cursor is not None
+    assert build.stamp is not None
+    store_build(
+        index,
+        path,
+        SessionHeader.model_validate_json(build.header),
+        build.entries,
+        build.links,
+        build.calls,
+        build.sources,
+        cursor=build.cursor,
+        stamp=build.stamp,
+    )
+
+
+class TestSameRows:
+    @pytest.mark.parametrize("make", [forked_session, lambda p: busy_session(p, turns=400)])
+    def test_worker_build_equals_the_inline_build(self, tmp_path: Path, make: object) -> None:
+        """Sources, texts, entries, calls, the branch and both FTS vocabularies are the same.
+
+        The busy session has more texts than ``TRAIN_TEXTS``: a dictionary is trained midway in both.
+        """
+        path = tmp_path / "sessions" / "s.jsonl"
+        make(path)  # type: ignore[operator]
+        with SearchIndex(tmp_path / "inline.db") as index:
+            refresh_memory(index, [path.parent])
+            inline = memory_state(index)
+            inline_hits = [(h.label, h.line) for h in search_memory(index, "step 3").hits]
+        with SearchIndex(tmp_path / "worker.db") as index:
+            stored_by_worker(index, path)
+            assert memory_state(index) == inline
+            assert [(h.label, h.line) for h in search_memory(index, "step 3").hits] == inline_hits
+            assert not refresh_memory(index, [path.parent])  # the cursor is current: nothing to read
+
+    def test_a_second_file_packs_with_the_trained_dictionary(self, tmp_path: Path) -> None:
+        """The worker is given the database's dictionary: texts after the first file use it."""
+        first, second = tmp_path / "sessions" / "a.jsonl", tmp_path / "sessions" / "b.jsonl"
+        busy_session(first, turns=TRAIN_TEXTS // 2)
+        busy_session(second, turns=50)
+        with SearchIndex(tmp_path / "worker.db") as index:
+            stored_by_worker(index, first)
+            current = dictionaries(index)[1]
+            assert current is not None
+            build = build_file(second, *dictionaries(index))
+            packed = {s.rows.packed for s in build.sources if s.rows is not None and len(s.text) >= 64}
+            assert packed <= {0, current}
+
+    def test_a_file_appended_after_the_worker_read_it_is_read_on(self, tmp_path: Path) -> None:
+        """Bytes written between the worker's read and the store are read by the follower's store."""
+        state = tmp_path / "state"
+        state.mkdir()
+        path = tmp_path / "sessions" / "s.jsonl"
+        w = busy_session(path, turns=20)
+        follower = MemoryFollower(state, build_from=0)
+        try:
+            follower.sync(path)
+            assert follower.pending() == 1
+            w.user("zqxlate question", id="late")
+            wait_collected(follower)
+            hits = follower.index.use(lambda index: search_memory(index, "zqxlate").hits)
+            assert [h.label for h in hits] == ["user zqxlate question"]
+        finally:
+            follower.close()
+
+
+def wait_collected(follower: MemoryFollower, timeout: float = 60.0) -> list[Path]:
+    stored: list[Path] = []
+    deadline = time.monotonic() + timeout
+    while follower.pending() and time.monotonic() < deadline:
+        stored += follower.collect(time.monotonic() + 1)
+        time.sleep(0.02)
+    assert not follower.pending()
+    return stored
+
+
+class TestHostileFiles:
+    def test_fifo_unreadable_and_gone_files_do_not_stop_the_others(self, tmp_path: Path) -> None:
+        """A FIFO, a file it may not read, a file deleted before its turn: the other files are built."""
+        state = tmp_path / "state"
+        state.mkdir()
+        root = tmp_path / "sessions"
+        good = root / "good.jsonl"
+        busy_session(good, turns=5)
+        fifo = root / "fifo.jsonl"
+        os.mkfifo(fifo)
+        gone = root / "gone.jsonl"
+        busy_session(gone, turns=2)
+        locked = root / "locked.jsonl"
+        busy_session(locked, turns=2)
+        locked.chmod(0)
+        errors: list[str] = []
+        follower = MemoryFollower(state, build_from=0)
+        follower.on_error = errors.append
+        try:
+            builder = follower.builder()
+            for path in (fifo, gone, locked, good):
+                builder.add(path)
+            gone.unlink()
+            follower.collect(time.monotonic())
+            stored = wait_collected(follower)
+            assert stored == [fifo, gone, locked, good]
+            hits = follower.index.use(lambda index: search_memory(index, "step 4").hits)
+            assert hits
+            readable = os.access(locked, os.R_OK)  # root reads a mode-000 file
+            assert bool(errors) == (not readable)
+        finally:
+            locked.chmod(0o644)
+            follower.close()
+
+    def test_a_killed_worker_is_replaced_and_its_file_tried_again(self, tmp_path: Path) -> None:
+        """The worker killed mid-build: a new one builds the file, and the queue goes on."""
+        state = tmp_path / "state"
+        state.mkdir()
+        root = tmp_path / "sessions"
+        paths = [root / f"s{n}.jsonl" for n in range(3)]
+        for path in paths:
+            busy_session(path, turns=200, output_lines=50)
+        follower = MemoryFollower(state, build_from=0)
+        try:
+            builder = follower.builder()
+            for path in paths:
+                builder.add(path)
+            follower.collect(time.monotonic())  # submits the first files
+            killed = kill_worker(builder)
+            stored = wait_collected(follower)
+            assert stored == paths
+            assert builder.counts.worker_restarts >= killed
+            held = follower.index.use(
+                lambda index: index.conn.execute("SELECT count(*) FROM mem_files").fetchone()
+            )
+            assert held == (3,)
+        finally:
+            follower.close()
+
+
+def kill_worker(builder: MemoryBuilder) -> int:
+    """SIGKILL the worker process (once it exists); 1 when one was killed."""
+    pool = getattr(builder, "_pool", None)
+    deadline = time.monotonic() + 30
+    while pool is not None and time.monotonic() < deadline:
+        processes = list(getattr(pool, "_processes", {}).values())
+        if processes and processes[0].pid:
+            os.kill(processes[0].pid, signal.SIGKILL)
+            return 1
+        time.sleep(0.01)
+    return 0
+
+
+def held_paths(db: Path) -> list[str]:
+    """The files raw memory holds, in the order they were first stored (their ids), straight from SQLite."""
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mem_files'").fetchone() is None:
+            return []
+        return [path for (path,) in conn.execute("SELECT path FROM mem_files WHERE size >= 0 ORDER BY id")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+
+
+def sessions_of_ages(root: Path, count: int, turns: int) -> list[Path]:
+    """``count`` sessions above the worker's threshold, the first one the newest (by mtime)."""
+    paths = []
+    for n in range(count):
+        path = root / "ws" / f"s{n}.jsonl"
+        w = PiSession(f"sess-{n}", file=path)
+        for i in range(turns):
+            w.user(f"question {i} of {n}", id=f"u{i}")
+            w.assistant(None, calls=[(f"c{i}", "bash", {"command": f"make step{i}"})], id=f"a{i}")
+            w.tool_result(
+                "".join(f"step {i} line {k}\n" for k in range(20)), call_id=f"c{i}", name="bash", id=f"t{i}"
+            )
+            w.assistant(f"step {i} done", id=f"r{i}")
+        os.utime(path, ns=((10 + count - n) * 10**17, (10 + count - n) * 10**17))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.slow
+class TestTheServiceBuilds:
+    def test_newest_first_and_a_kill_minus_9_loses_nothing(self, tmp_path: Path) -> None:
+        """Files are stored newest first; killed mid-build, the next start builds the rest, and the
+        result is what one inline build of the same files holds.
+        """
+        root = tmp_path / "sessions"
+        paths = sessions_of_ages(root, 6, turns=300)
+        assert all(path.stat().st_size >= BUILD_FROM for path in paths)
+        state = tmp_path / "state"
+        db = state / "search.db"
+        with ServiceProcess([root], tmp_path / "archive", state_dir=state).start(wait=False) as service:
+            wait_for(lambda: len(held_paths(db)) >= 2, 120, "two files built")
+            service.kill()
+        first = held_paths(db)
+        assert first == [str(p) for p in paths[: len(first)]]
+        with ServiceProcess([root], tmp_path / "archive", state_dir=state).start(wait=False) as service:
+            service.wait_status(
+                lambda s: s.catch_up is not None and s.catch_up.finished is not None,
+                "the catch-up",
+                timeout=180,
+            )
+            assert sorted(held_paths(db)) == sorted(str(p) for p in paths)
+            assert 0 == service.stop()
+        with SearchIndex(db) as index:
+            built = memory_state(index)
+        with SearchIndex(tmp_path / "inline.db") as index:
+            refresh_memory(index, [root])
+            assert built == memory_state(index)
