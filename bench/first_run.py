@@ -23,7 +23,8 @@ and measures on each, every figure as wall and CPU seconds of the process that d
 * ``decode``: reading every line with the standard library's ``json`` and with msgspec.
 
 With ``--profile`` it also runs the service in process under cProfile until caught up and
-prints each part's share of the reading thread and of the listener thread.
+prints each part's share of the reading thread and of the listener thread, and the CPU seconds
+of raw memory's build worker (a process of its own, not profiled: ``memory/build.py``).
 
 Then it prints the figures side by side with how each grew from the small corpus to the large
 one, against the growth in bytes. Targets (2-core machine): newest session searchable within
@@ -46,6 +47,7 @@ import cProfile
 import json
 import os
 import pstats
+import resource
 import shutil
 import signal
 import sqlite3
@@ -388,7 +390,7 @@ def appends_after_catch_up(root: Path, state: Path, restore: dict[Path, int]) ->
 def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     """``pbot-watch run`` on an empty state: when the newest, then every session is searchable."""
     clear_records(spaces)
-    newest, _ = newest_session(root)
+    newest, newest_path = newest_session(root)
     state = Path(tempfile.mkdtemp(prefix="pbot-state-"))
     db = state / "search.db"
     argv = [*pbot_watch(), "run", "--sessions", str(root), "--state-dir", str(state)]
@@ -408,6 +410,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
     newest_at: float | None = None
+    newest_memory_at: float | None = None
     all_at: float | None = None
     memory_at: float | None = None
     sizes = {str(path): path.stat().st_size for path in root.rglob("*.jsonl")}
@@ -416,6 +419,8 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
         while time.perf_counter() < deadline and proc.poll() is None:
             if newest_at is None and _count(db, "SELECT count(*) FROM records WHERE session_id = ?", newest):
                 newest_at = time.perf_counter() - start
+            if newest_memory_at is None and memory_holds(db, {str(newest_path): sizes[str(newest_path)]}):
+                newest_memory_at = time.perf_counter() - start
             if all_at is None and _count(db, "SELECT count(DISTINCT session_id) FROM records") >= sessions:
                 all_at = time.perf_counter() - start
             if memory_at is None and memory_holds(db, sizes):
@@ -436,6 +441,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
         shutil.rmtree(state, ignore_errors=True)
     return {
         "newest searchable s": round(newest_at, 2) if newest_at is not None else None,
+        "newest in raw memory s": round(newest_memory_at, 2) if newest_memory_at is not None else None,
         "all searchable s": round(all_at, 2) if all_at is not None else None,
         "raw memory all held s": round(memory_at, 2) if memory_at is not None else None,
         "caught up s": round(caught_up[0], 2) if caught_up else None,
@@ -452,7 +458,8 @@ PROFILE_PARTS = (
     ("history: entries to exchanges", "pbot_watch/history/project.py", "feed"),
     ("records: merged and written", "pbot_watch/indexer.py", "save_session"),
     ("resume logs written", "pbot_watch/service/resume_store.py", "save"),
-    ("raw memory: all of it", "pbot_watch/memory/index.py", "feed_memory"),
+    ("raw memory: all of it, stored as read", "pbot_watch/memory/index.py", "feed_memory"),
+    ("raw memory: the worker's builds stored", "pbot_watch/memory/index.py", "store_build"),
     ("raw memory: entries to sources", "pbot_watch/memory/extract.py", "feed"),
     ("raw memory: texts tokenised", "pbot_watch/memory/texts.py", "term_chunks"),
     ("raw memory: texts stored (dedup, zstd)", "pbot_watch/memory/index.py", "_text"),
@@ -503,6 +510,7 @@ def profile_run(root: Path, spaces: list[Path]) -> dict[str, Any]:
         extensions.listeners = [_profiled(listener, listeners) for listener in extensions.listeners]
         service = Service(settings, extensions, context)
         started, cpu = time.perf_counter(), time.process_time()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
 
         def stop_when_caught_up() -> None:
             while not service.should_exit:
@@ -516,9 +524,13 @@ def profile_run(root: Path, spaces: list[Path]) -> dict[str, Any]:
             service.run()
         finally:
             reader.disable()
+        worker = resource.getrusage(resource.RUSAGE_CHILDREN)  # the build worker, joined at shutdown
         figures: dict[str, Any] = {
             "caught up s": round(time.perf_counter() - started, 2),
             "cpu s": round(time.process_time() - cpu, 2),
+            "build worker cpu s": round(
+                worker.ru_utime + worker.ru_stime - children.ru_utime - children.ru_stime, 2
+            ),
         }
         for thread, profile in (("reading thread", reader), ("listener thread", listeners)):
             stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]

@@ -409,7 +409,12 @@ class _FileWriter:
             limited = "SELECT count(*) FROM (SELECT 1 FROM mem_texts LIMIT ?)"
             self.held = self.conn.execute(limited, (TRAIN_TEXTS,)).fetchone()[0]
         self.next_source = self._next("mem_sources")
+        self.next_text = self._next("mem_texts")
         self.next_chunk = max(self._next("mem_chunks"), OVERFLOW_CHUNKS)
+        self.new_texts: list[list[Any]] = []
+        """``mem_texts`` rows made by ``_text`` and not inserted yet (``_flush_texts``): one statement for all."""
+        self.made: dict[int, list[tuple[list[Any], str]]] = {}
+        """The texts this writer made, by key, with their row: a second source with one shares it."""
         self.literal: list[tuple[int, str]] = []
         self.chunks: list[tuple[int, int, int]] = []
         self.terms: list[tuple[int, str]] = []
@@ -546,11 +551,11 @@ class _FileWriter:
     def _add(self, sources: list[PreparedSource]) -> None:
         rows: list[tuple[Any, ...]] = []
         visible: list[tuple[int, int, int, int, str]] = []
-        for source in sources:
-            if self.reuse.pop((source.entry_id, source.part, source.digest), None) is not None:
-                continue
+        new = [s for s in sources if self.reuse.pop((s.entry_id, s.part, s.digest), None) is None]
+        held = self._held_texts({source.key for source in new})
+        for source in new:
             rowid, self.next_source = self.next_source, self.next_source + 1
-            text_id = self._text(source)
+            text_id = self._text(source, held)
             rows.append(
                 (
                     rowid,
@@ -571,6 +576,7 @@ class _FileWriter:
             if position is not None:
                 visible.append((rowid, self.branch, position, text_id, source.stamp))
                 self.tallies.visible(text_id, source.text)
+        self._flush_texts()
         self.conn.executemany(
             "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, timestamp, label, "
             "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -585,29 +591,54 @@ class _FileWriter:
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)
         self.literal, self.chunks, self.terms = [], [], []
 
-    def _text(self, source: PreparedSource) -> int:
+    def _held_texts(self, keys: set[int]) -> dict[int, list[tuple[int, bytes, int]]]:
+        """The stored texts with these keys (``rowid, data, packed``): a statement per 500 keys, not one per source."""
+        held: dict[int, list[tuple[int, bytes, int]]] = {}
+        ordered = list(keys)
+        for start in range(0, len(ordered), 500):
+            part = ordered[start : start + 500]
+            for key, rowid, data, packed in self.conn.execute(
+                f"SELECT key, rowid, data, packed FROM mem_texts WHERE key IN ({','.join('?' * len(part))})",
+                part,
+            ):
+                held.setdefault(key, []).append((rowid, data, packed))
+        return held
+
+    def _text(self, source: PreparedSource, held: dict[int, list[tuple[int, bytes, int]]]) -> int:
         """The ``mem_texts`` row holding the source's text: one that already does (one more source
         has it), else a new one, indexed (its literal row and terms chunks).
         """
         text = source.text
-        for rowid, data, packed in self.conn.execute(
-            "SELECT rowid, data, packed FROM mem_texts WHERE key = ?", (source.key,)
-        ).fetchall():
+        for mine, made in self.made.get(source.key, ()):
+            if made == text:
+                mine[1] += 1  # refs, of a row not inserted yet or inserted by this writer
+                if mine[-1]:
+                    self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (mine[0],))
+                return int(mine[0])
+        for rowid, data, packed in held.get(source.key, ()):
             if self.codec.unpack(data, packed) == text:
                 self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (rowid,))
-                return int(rowid)
+                return rowid
         rows = source.rows
         if rows is None:
             rows = text_rows(text, self.codec)
         elif rows.packed not in (PLAIN, ZSTD if self.codec.current is None else self.codec.current):
             # Packed in the build worker with a dictionary older than the current one.
             rows = replace(rows, data=(packing := self.codec.pack(text))[0], packed=packing[1])
-        cursor = self.conn.execute(
-            "INSERT INTO mem_texts(key, refs, lines, capped, data, packed) VALUES (?, 1, ?, ?, ?, ?)",
-            (source.key, source.line_count, int(capped(text)), rows.data, rows.packed),
-        )
-        rowid = cursor.lastrowid
-        assert rowid is not None
+        rowid, self.next_text = self.next_text, self.next_text + 1
+        # The last item says whether the row was inserted (refs are then counted in the table).
+        row: list[Any] = [
+            rowid,
+            1,
+            source.key,
+            source.line_count,
+            int(capped(text)),
+            rows.data,
+            rows.packed,
+            False,
+        ]
+        self.new_texts.append(row)
+        self.made.setdefault(source.key, []).append((row, text))
         if rows.literal is not None:
             self.literal.append((rowid, rows.literal))
         for number, (line, body) in enumerate(rows.terms):
@@ -620,8 +651,18 @@ class _FileWriter:
         if self.untrained:
             self.held += 1
             if self.held >= TRAIN_TEXTS:
+                self._flush_texts()
                 self._train()
         return rowid
+
+    def _flush_texts(self) -> None:
+        self.conn.executemany(
+            "INSERT INTO mem_texts(rowid, refs, key, lines, capped, data, packed) VALUES (?,?,?,?,?,?,?)",
+            [row[:-1] for row in self.new_texts],
+        )
+        for row in self.new_texts:
+            row[-1] = True
+        self.new_texts = []
 
     def _train(self) -> None:
         """Once ``TRAIN_TEXTS`` texts are stored: train the dictionary on them, and pack them again with it."""
