@@ -27,6 +27,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import structlog
+
 from pbot_watch.search.held import HeldIndex
 
 if TYPE_CHECKING:
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
     from pbot_watch.memory.build import FileBuild, MemoryBuilder
     from pbot_watch.search.index import SearchIndex
 
+log = structlog.get_logger("pbot_watch.memory")
+
+SLOW_STORE_SECONDS = 1.0
+"""A build that took the reading thread longer than this to store is logged (the live path waited)."""
 BUILD_FROM = 64 << 10
 """A whole-file read at least this long is built by the worker; a shorter one (a new session's
 first lines) is stored at once, which is sooner than a trip through the worker."""
@@ -137,10 +143,22 @@ class MemoryFollower:
         if self._builder is None:
             return []
         stored: list[Path] = []
-        while (ready := self._builder.ready()) is not None:
+        while True:
+            started = time.monotonic()
+            ready = self._builder.ready()
+            if ready is None:
+                break
             path, build = ready
+            got = time.monotonic()
             if build is not None:
                 self.index.use(partial(self._store_build, path=path, build=build))
+            if time.monotonic() - started > SLOW_STORE_SECONDS:
+                log.warning(
+                    "memory_build_slow_store",
+                    path=str(path),
+                    result_seconds=round(got - started, 2),
+                    store_seconds=round(time.monotonic() - got, 2),
+                )
             stored.append(path)
             self._submit()
             if time.monotonic() > deadline:

@@ -50,5 +50,5 @@ class TestFirstRunBench:
         assert 0 == result.returncode, result.stdout + result.stderr
         profiled = json.loads(result.stdout)["1 MB"]["run profiled in process"]
         assert profiled["caught up s"] > 0
-        assert "raw memory: all of it" in profiled["reading thread"]
+        assert "raw memory: all of it, stored as read" in profiled["reading thread"]
         assert "history index (listener thread)" in profiled["listener thread"]
