@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pbot_watch.archive.fresh import FreshRecords
 from pbot_watch.memory.cue_listener import CueLedgerFollower
-from pbot_watch.memory.listener import MemoryFollower
+from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.search.listener import SearchListener
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
 
@@ -25,8 +25,9 @@ def build_extensions(context: ServiceContext) -> Extensions:
     # from the writes the service hands over with what changed in them (archive/fresh.py).
     context.fresh = FreshRecords()
     extensions.listeners.append(SearchListener(settings.state_dir, context.fresh))
-    # Raw memory: built and kept from the entries the service parses (memory/listener.py).
-    memory = MemoryFollower(settings.state_dir)
+    # Raw memory: built and kept from the entries the service parses (memory/listener.py),
+    # whole files on the second core (memory/build.py).
+    memory = MemoryFollower(settings.state_dir, build_from=BUILD_FROM)
     extensions.followers.append(memory)
     extensions.status_providers["memory"] = memory.status
     # Cue ledgers of marathon sessions, kept from the same entries and saved for the Pi child

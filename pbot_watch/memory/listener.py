@@ -49,7 +49,10 @@ first lines) is stored at once, which is sooner than a trip through the worker."
 class MemoryFollower:
     """Stores the entries the service read in raw memory; counts what it had to read itself."""
 
-    def __init__(self, state_dir: Path, *, build_from: int = BUILD_FROM) -> None:
+    def __init__(self, state_dir: Path, *, build_from: int | None = None) -> None:
+        """``build_from``: whole-file reads this long go to the build worker, for a caller that
+        calls ``collect`` (the service, ``BUILD_FROM``); ``None`` stores everything as it comes.
+        """
         self.index = HeldIndex(state_dir)
         self.build_from = build_from
         self._builder: MemoryBuilder | None = None
@@ -77,7 +80,7 @@ class MemoryFollower:
                 sync_memory_file(index, read.path, report)
                 self.bytes_read += report.bytes_read
                 return
-            if read.cursor.offset >= self.build_from:
+            if self.build_from is not None and read.cursor.offset >= self.build_from:
                 self.builder().add(read.path)
                 self._submit()
                 return
@@ -111,7 +114,8 @@ class MemoryFollower:
         if self._builder is not None and self._builder.holds(path):
             return 0
         if (
-            self.index.use(lambda index: memory_plan(index, path)) not in ("nothing", "append")
+            self.build_from is not None
+            and self.index.use(lambda index: memory_plan(index, path)) not in ("nothing", "append")
             and _size(path) >= self.build_from
         ):
             self.builder().add(path)
