@@ -36,10 +36,18 @@ import structlog
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.memory.extract import EntryLink, MemoryFeed
-from pbot_watch.memory.index import READ_BYTES, CallRow, PreparedSource, call_rows, prepare_source
+from pbot_watch.memory.index import (
+    READ_BYTES,
+    CallRow,
+    PreparedSource,
+    call_rows,
+    prepare_source,
+    store_build,
+)
 from pbot_watch.memory.texts import TextCodec
 from pbot_watch.pi.cursor import Cursor
-from pbot_watch.pi.entries import SessionReader
+from pbot_watch.pi.entries import SessionHeader, SessionReader
+from pbot_watch.search.index import SearchIndex
 from pbot_watch.sources import NotRegularFile, SessionTail
 
 log = structlog.get_logger("pbot_watch.memory")
@@ -128,6 +136,23 @@ def build_file(path: Path, dictionaries: dict[int, bytes], current: int | None) 
         build.cursor = tail.cursor(reader.consumed)
         build.stamp = FileStamp.of(tail.st)
         return build
+
+
+def store_file(index: SearchIndex, build: FileBuild) -> None:
+    """Store a ``"built"`` build's rows in ``index`` (``index.store_build``), in the caller's process."""
+    assert build.cursor is not None
+    assert build.stamp is not None
+    store_build(
+        index,
+        build.path,
+        SessionHeader.model_validate_json(build.header),
+        build.entries,
+        build.links,
+        build.calls,
+        build.sources,
+        cursor=build.cursor,
+        stamp=build.stamp,
+    )
 
 
 def _watch_parent() -> None:

@@ -171,8 +171,8 @@ class MemoryFollower:
         return stored
 
     def _store_build(self, index: SearchIndex, *, path: Path, build: FileBuild) -> None:
-        from pbot_watch.memory.index import MemorySync, forget_memory_file, store_build, sync_memory_file  # noqa: PLC0415
-        from pbot_watch.pi.entries import SessionHeader  # noqa: PLC0415
+        from pbot_watch.memory.build import store_file  # noqa: PLC0415
+        from pbot_watch.memory.index import MemorySync, forget_memory_file, sync_memory_file  # noqa: PLC0415
 
         if build.outcome in ("gone", "not a session"):
             forget_memory_file(index, path)
@@ -180,19 +180,7 @@ class MemoryFollower:
             if self.on_error is not None:
                 self.on_error(f"raw memory cannot read {path}: {build.error}")
         else:
-            assert build.cursor is not None
-            assert build.stamp is not None
-            store_build(
-                index,
-                path,
-                SessionHeader.model_validate_json(build.header),
-                build.entries,
-                build.links,
-                build.calls,
-                build.sources,
-                cursor=build.cursor,
-                stamp=build.stamp,
-            )
+            store_file(index, build)
             report = MemorySync()
             sync_memory_file(index, path, report)  # what was appended after the worker read it
             self.bytes_read += build.bytes_read + report.bytes_read

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.memory.build import MemoryBuilder, build_file
-from pbot_watch.memory.index import dictionaries, refresh_memory, store_build
+from pbot_watch.memory.build import MemoryBuilder, build_file, store_file
+from pbot_watch.memory.index import dictionaries, refresh_memory
 from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.memory.query import search_memory
 from pbot_watch.memory.texts import TRAIN_TEXTS
-from pbot_watch.pi.entries import SessionHeader
 from pbot_watch.search.index import SearchIndex
 from tests.memory.test_index import busy_session, memory_state
 from tests.support.pi_sessions import PiSession
@@ -38,19 +37,7 @@ def stored_by_worker(index: SearchIndex, path: Path) -> None:
     """What the service does with a whole file: built in the worker's function, stored here."""
     build = build_file(path, *dictionaries(index))
     assert build.outcome == "built"
-    assert build.cursor is not None
-    assert build.stamp is not None
-    store_build(
-        index,
-        path,
-        SessionHeader.model_validate_json(build.header),
-        build.entries,
-        build.links,
-        build.calls,
-        build.sources,
-        cursor=build.cursor,
-        stamp=build.stamp,
-    )
+    store_file(index, build)
 
 
 class TestSameRows:
