@@ -17,8 +17,8 @@ Three kinds of extension, all wired in ``pbot_watch.cli.run_parts.build_extensio
     record is. Raw memory is one (``memory/listener.py``): an append is decoded once for the
     record and for it. At start it names the files it does not hold as they are (``stale``),
     which the catch-up reads for it (``sync``), newest first. An exception is logged and shown
-    in status; the record is written all the same. A follower may do its heavy work elsewhere
-    (raw memory builds whole files in a worker process): ``pending`` counts what it has not
+    in status; the record is written all the same. A ``BuildingFollower`` does its heavy work
+    elsewhere (raw memory builds whole files in a worker process): ``pending`` counts what it has not
     made searchable yet (the catch-up is not over before it is 0), ``collect`` is called on the
     reading thread between reads to finish some of it, ``on_ready`` is set by the service to be
     woken when there is something to collect, ``on_error`` to show a problem in status.
@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: this module stays free of imports (``status`` is light)
     from pbot_watch.archive.fresh import FreshRecords
@@ -64,6 +64,11 @@ class EntriesFollower(Protocol):
     def stale(self, stamps: dict[Path, FileStamp]) -> list[Path]: ...
 
     def sync(self, path: Path) -> int: ...
+
+
+@runtime_checkable
+class BuildingFollower(EntriesFollower, Protocol):
+    """A follower that does its heavy work elsewhere and finishes it on the reading thread (raw memory)."""
 
     on_ready: Callable[[], None] | None
     on_error: Callable[[str], None] | None

@@ -34,7 +34,7 @@ from pbot_watch.errors import PbotWatchError
 from pbot_watch.indexer import EntriesRead
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
-from pbot_watch.service.hooks import Extensions, ServiceContext
+from pbot_watch.service.hooks import BuildingFollower, Extensions, ServiceContext
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.listeners import ListenerThread
 from pbot_watch.service.lock import AlreadyRunning, InstanceLock
@@ -171,7 +171,7 @@ class Service:
                 on_progress=self.progressed,
                 on_entries=self._entries_read if self.extensions.followers else None,
             )
-            for follower in self.extensions.followers:
+            for follower in self._building():
                 follower.on_ready = self._wake
                 follower.on_error = self.reporter.error
             self.listeners.start()
@@ -268,14 +268,18 @@ class Service:
         """A follower has work ready for the reading thread (from another thread): end its wait."""
         self.changes.put(WAKE)
 
+    def _building(self) -> list[BuildingFollower]:
+        """The followers that finish their work on the reading thread (raw memory's build worker)."""
+        return [f for f in self.extensions.followers if isinstance(f, BuildingFollower)]
+
     def _memory_pending(self) -> int:
         """Files the followers (raw memory's build worker) have not made searchable yet."""
-        return sum(follower.pending() for follower in self.extensions.followers)
+        return sum(follower.pending() for follower in self._building())
 
     def _collect_memory(self) -> None:
         """Store what raw memory's build worker made, for at most a batch's time: reads come first."""
         deadline = time.monotonic() + BATCH_SECONDS
-        for follower in self.extensions.followers:
+        for follower in self._building():
             try:
                 stored = follower.collect(deadline)
             except Exception as error:  # a follower's bug must not stop the service
@@ -533,7 +537,7 @@ class Service:
             self.watcher.stop(SHUTDOWN_SECONDS)
         if not self.listeners.stop(SHUTDOWN_SECONDS):
             log.warning("record_listeners_abandoned", waited_seconds=SHUTDOWN_SECONDS)
-        for follower in self.extensions.followers:
+        for follower in self._building():
             follower.close()  # raw memory's build worker; a file half built is built at the next start
         self.reporter.stop_heartbeat(SHUTDOWN_SECONDS)
         self.reporter.write(running=False)
