@@ -7,6 +7,7 @@ Raw memory:
 * ``handles``: opaque handles and memory-search cursors (pure).
 * ``index``: the memory tables in ``search.db``, kept in step with the session files.
 * ``listener``: the service's side: raw memory from the entries it parses anyway.
+* ``build``: whole files' raw memory made in a worker process, stored by the service.
 * ``query``: ``search_memory`` and ``recall``; ``models``: their JSON shapes and the cues'.
 * ``tally``: exact totals of common literal needles, kept by the writer as texts become visible.
 
