@@ -17,6 +17,7 @@ from pbot_watch.memory.query import search_memory
 from pbot_watch.memory.texts import TRAIN_TEXTS
 from pbot_watch.search.index import SearchIndex
 from tests.memory.test_index import busy_session, memory_state
+from tests.service.test_odd_files import pasted_log
 from tests.support.pi_sessions import PiSession
 from tests.support.service import ServiceProcess, wait_for
 
@@ -132,6 +133,31 @@ class TestHostileFiles:
             assert bool(errors) == (not readable)
         finally:
             locked.chmod(0o644)
+            follower.close()
+
+    def test_a_50_mb_line_is_built_and_the_next_file_too(self, tmp_path: Path) -> None:
+        """A pasted 50 MB log (one line) is built whole in the worker, and the file after it is built."""
+        state = tmp_path / "state"
+        state.mkdir()
+        root = tmp_path / "sessions"
+        huge = PiSession("sess-huge", file=root / "huge.jsonl")
+        huge.user("please read this log:\n" + pasted_log(50), id="u1")
+        huge.assistant("zqxread the log", id="r1")
+        assert (root / "huge.jsonl").stat().st_size > 50_000_000
+        after = root / "after.jsonl"
+        busy_session(after, turns=5)
+        follower = MemoryFollower(state, build_from=0)
+        try:
+            builder = follower.builder()
+            builder.add(root / "huge.jsonl")
+            builder.add(after)
+            follower.collect(time.monotonic())
+            assert wait_collected(follower, timeout=300) == [root / "huge.jsonl", after]
+            found = follower.index.use(lambda index: [h.label for h in search_memory(index, "zqxread").hits])
+            assert found == ["assistant zqxread the log"]
+            assert follower.index.use(lambda index: search_memory(index, "step 4").hits)
+            assert follower.index.use(lambda index: search_memory(index, "id=654321 ").total) == 1
+        finally:
             follower.close()
 
     def test_a_killed_worker_is_replaced_and_its_file_tried_again(self, tmp_path: Path) -> None:
