@@ -394,16 +394,20 @@ class FollowedCues:
         self._trim()
         return True
 
-    def save_due(self, path: Path, *, at_end: bool) -> None:
-        """Save ``path``'s ledger if ``save_every`` bytes wait, or it was never saved and its reading reached the file's end.
+    def save_due(self, path: Path, *, at_end: bool, after: int = 0) -> None:
+        """Save ``path``'s ledger if ``save_every`` bytes wait or, its reading at the file's end, ``after`` do.
 
-        Not after every append: a saved ledger at most ``save_every`` behind costs a process
-        that loads it that many bytes to read, and saving a marathon session's costs tens of ms.
+        A ledger never saved is saved at the file's end whatever waits. Not after every append:
+        a saved ledger at most ``after`` behind costs a process that loads it that many bytes
+        to read, and saving a marathon session's costs tens of ms; nor after every piece of a
+        first read (``save_every`` apart: a process stopped in the middle resumes from there).
         """
         followed = self._files.get(path)
         if followed is None or not followed.unsaved:
             return
-        if followed.unsaved >= self.save_every or (at_end and followed.saved_at is None):
+        if followed.unsaved >= self.save_every or (
+            at_end and (followed.unsaved >= after or followed.saved_at is None)
+        ):
             self._save(path, followed)
 
     def save_all(self) -> None:

@@ -9,9 +9,10 @@ to the same ``CueLedger`` the child would compute, and saved where the child loo
 reads only the bytes appended after it. One parse per append, not two.
 
 Only files from ``SAVED_FROM`` on are kept (a smaller one is read whole by the child in well
-under a second), the few most recently read ones in memory, each saved once a megabyte has
-been appended since its last save or its reading reached the file's end, so a saved ledger is
-at most about a megabyte of appends behind. When the entries do not go on where the ledger
+under a second), the two most recently read ones in memory. A ledger is saved when its reading
+reaches the file's end with a megabyte or more read since its last save (or none saved yet),
+so a saved ledger is at most about a megabyte of appends behind, and every 64 MB of a first
+read of a marathon session (not after each piece the service reads). When the entries do not go on where the ledger
 stands (the service restarted and the saved ledger is older, or the file crossed
 ``SAVED_FROM``), the file is read from the ledger's own cursor, once, and is back in step.
 """
@@ -52,9 +53,7 @@ class CueLedgerFollower:
 
     def __init__(self, state_dir: Path, saved_from: int = SAVED_FROM) -> None:
         self.saved_from = saved_from
-        self.cues = FollowedCues(
-            ledger_store(state_dir), keep=SERVICE_LEDGERS, saved_from=saved_from, save_every=SAVE_AFTER
-        )
+        self.cues = FollowedCues(ledger_store(state_dir), keep=SERVICE_LEDGERS, saved_from=saved_from)
         self._lock = threading.Lock()
         """The reading thread feeds, the catch-up syncs: one ledger store."""
 
@@ -68,7 +67,7 @@ class CueLedgerFollower:
             except (OSError, NotASession) as error:  # gone or replaced meanwhile: the next read says so
                 log.info("cue_ledger_not_kept", path=str(read.path), error=str(error)[:200])
                 return
-            self.cues.save_due(read.path, at_end=read.stamp.size >= _size(read.path))
+            self.cues.save_due(read.path, at_end=read.stamp.size >= _size(read.path), after=SAVE_AFTER)
 
     def stale(self, stamps: dict[Path, FileStamp]) -> list[Path]:
         """Of these files (path: stamp now), the big ones whose saved ledger is missing, foreign or behind."""
@@ -102,7 +101,7 @@ class CueLedgerFollower:
             except (OSError, NotASession) as error:
                 log.info("cue_ledger_not_kept", path=str(path), error=str(error)[:200])
             else:
-                self.cues.save_due(path, at_end=True)
+                self.cues.save_due(path, at_end=True, after=SAVE_AFTER)
             return self.cues.bytes_read - before
 
     def status(self) -> dict[str, int]:
