@@ -4,7 +4,7 @@ The installed service falls back to ``<python> -P -m pbot_watch run`` where no c
 sits beside the interpreter.
 """
 
-from pbot_watch.cli import main
+from pbot_watch.cli import run
 
 if __name__ == "__main__":
-    main(prog_name="pbot-watch")
+    run()

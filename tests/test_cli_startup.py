@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import gc
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
 
 from pbot_watch.cli import COMMANDS, main
-from tests.support.cli import modules_after
+from tests.support.cli import invoke, modules_after, run
+from tests.support.pi_sessions import PiSession, jsonl
 
 HEAVY = ("pydantic", "pbot_watch.search", "pbot_watch.config", "litellm", "watchdog", "mcp", "sqlite3")
 
@@ -106,3 +113,78 @@ class TestQueryCommands:
         argv = ("memory", "search", "--sessions", str(sessions), "--json", "ECONNRESET")
         unwanted = ("litellm", "rich", "mcp", "structlog", "watchdog", "tokenizers", "httpx")
         assert [] == modules_after(*argv, among=unwanted)
+
+
+# A query command's own process, started as the console script starts it (``cli.run``): what it
+# holds at the end, its collector's thresholds and whether the start-up objects were frozen.
+AS_THE_SCRIPT = """\
+import gc, json, sys
+from pbot_watch.cli import run
+sys.argv = ["pbot-watch", *sys.argv[1:]]
+try:
+    run()
+except SystemExit:
+    pass
+print(json.dumps({"modules": sorted(sys.modules), "threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def as_the_script(*argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", AS_THE_SCRIPT, *argv], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.stdout.strip(), done.stderr
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+@pytest.fixture
+def one_session() -> Path:
+    """A session with a word to find, indexed, under Pi's default session folder."""
+    root = Path(os.environ["PI_CODING_AGENT_DIR"]) / "sessions" / "--work--"
+    root.mkdir(parents=True)
+    pi = PiSession(cwd=str(root.parent / "work"))
+    pi.turn("where is the walnut cache", "the walnut cache is in .cache")
+    path = root / "s.jsonl"
+    path.write_bytes(jsonl([pi.header(), *pi.entries]))
+    assert 0 == invoke("index").returncode
+    return path
+
+
+class TestQueryProcess:
+    """``query_process``: a query command's own process skips what is not its query's."""
+
+    @pytest.mark.parametrize(
+        "argv",
+        [("memory", "search", "--json", "walnut"), ("search", "--json", "walnut"), ("recall", "--help")],
+        ids=["memory search", "search", "recall --help"],
+    )
+    @pytest.mark.usefixtures("one_session")
+    def test_no_plugin_discovery_and_usual_collection_for_the_query(self, argv: tuple[str, ...]) -> None:
+        """No ``importlib.metadata`` (pydantic's plugin loader reads every distribution's entry
+        points with it); the objects of start-up are frozen and the usual thresholds are back.
+        """
+        figures = as_the_script(*argv)
+        assert [] == [
+            m for m in figures["modules"] if m.startswith(("importlib.metadata", "email", "zipfile"))
+        ]
+        assert list(gc.get_threshold()) == figures["threshold"]
+        if argv[-1] != "--help":  # --help ends before the query's modules are imported
+            assert figures["frozen"] > 0
+
+    def test_other_commands_start_as_before(self) -> None:
+        """``status`` and ``config`` keep pydantic's plugin loader (when they use pydantic) and the collector."""
+        figures = as_the_script("config")
+        assert "importlib.metadata" in figures["modules"]
+        assert (0, list(gc.get_threshold())) == (figures["frozen"], figures["threshold"])
+
+    def test_a_person_s_plugin_setting_is_pydantic_s_to_apply(self, one_session: Path) -> None:
+        """With ``PYDANTIC_DISABLE_PLUGINS`` set, pydantic's own loader runs, and the answers are the same."""
+        del one_session
+        argv = ("memory", "search", "--json", "walnut")
+        own = {**os.environ, "PYDANTIC_DISABLE_PLUGINS": "some-plugin"}
+        assert "importlib.metadata" in as_the_script(*argv, env=own)["modules"]
+        for query in (argv, ("search", "--json", "walnut"), ("memory", "search", "--json")):
+            plain, with_loader = run(*query), run(*query, env=own)
+            assert (0, plain.stdout) == (with_loader.returncode, with_loader.stdout)
+            assert "walnut" in plain.stdout or query[-1] == "--json"

@@ -10,12 +10,14 @@ and the one line ``pbot-watch --help`` shows for it, so the overview imports no 
 Beside the ``*_cmd`` modules (one per command, named in ``COMMANDS``): ``answer`` (what the
 query commands share), ``team_answer`` (``--team`` on them), ``options`` (options declared
 once), ``run_parts`` (the parts ``run`` assembles the service from), ``errors`` (expected
-failures and exit codes), ``console`` (rich output) and ``progress`` (progress bars).
+failures and exit codes), ``console`` (rich output), ``progress`` (progress bars) and
+``query_process`` (how a query command's own process starts).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 import click
@@ -122,3 +124,25 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="pbot-watch")
 def main() -> None:
     """A long memory for the Pi coding agent: archive, summarize and search Pi sessions."""
+
+
+QUERY_COMMANDS = frozenset({"search", "read", "memory", "recall"})
+"""The commands a script or an agent runs per query: their process starts as ``query_process`` says."""
+
+
+def run() -> None:
+    """The console script and ``python -m pbot_watch``: ``main`` in a process of its own.
+
+    Only here, not in ``main``: a process that runs commands in itself (a test's runner, an
+    embedding program) keeps its own collector and pydantic's plugins.
+    """
+    if len(sys.argv) < 2 or sys.argv[1] not in QUERY_COMMANDS:
+        main(prog_name="pbot-watch")
+        return
+    from pbot_watch.cli import query_process  # noqa: PLC0415 - only query commands use it
+
+    query_process.start()
+    try:
+        main(prog_name="pbot-watch")
+    finally:  # a command that ended before its query (--help, a usage error) collects as usual too
+        query_process.imported()

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 from pydantic import BaseModel
 
+from pbot_watch.cli import query_process
+
 if TYPE_CHECKING:
     from pbot_watch.query import QueryContext
 
@@ -36,6 +38,7 @@ def answering(
     from pbot_watch.display import language, relabel_model  # noqa: PLC0415 - keep --help fast
     from pbot_watch.query import run_query, settings_for_query  # noqa: PLC0415 - keep --help fast
 
+    query_process.imported()  # what answers is imported: the query's own garbage is collected as usual
     settings = settings_for_query(sessions, archive)
     with bar_when_needed("reading sessions", data=True) as progress:
         result = run_query(settings, answer, history=history, memory=memory, progress=progress)
