@@ -13,18 +13,22 @@ runs one query of each kind (so the search and memory indexes are warm), then ti
   --json NODE``, ``memory search --json WORD`` and ``memory search --json`` of a word found
   nowhere;
 * for each query command, ``imports of ...``: a process that imports exactly the modules that
-  command ends up holding and does nothing else. Its time over the full command's is the
+  command ends up holding, started as the command's process starts (``cli.query_process``),
+  and does nothing else. Its time over the full command's is the
   command's *start-up share*: what the person waits for before the query itself runs.
 
 Each is timed with bytecode (``.pyc`` files written once into a private cache folder and read
 after, as an installed package has them) and without (``PYTHONDONTWRITEBYTECODE=1`` and no
 cache: every module of an editable checkout is compiled again by every process), unless
 ``--bytecode`` picks one. Wall and CPU time (user + system of the process, from ``wait4``),
-p50 and p95, and peak RSS are printed. Target on a 2-core machine: warm ``memory search
+p50 and p95, and peak RSS are printed. ``--install wheel`` times a wheel of this checkout
+installed in a scratch virtual environment (bytecode compiled at install, no editable finder:
+the install a user runs) instead of this environment's, usually an editable one; ``both``
+prints both. Target on a 2-core machine: warm ``memory search
 --json`` p50 <= 250 ms wall on the 634 MB corpus; ``status`` and ``--help`` under 150 ms. On a
 loaded machine compare CPU times: wall time then includes waiting for a core. Run by hand::
 
-    .venv/bin/python bench/cli_latency.py
+    .venv/bin/python bench/cli_latency.py --install both
     cp -a /path/to/corpus/sessions /tmp/c/ && .venv/bin/python bench/cli_latency.py --corpus /tmp/c --repeat 21
 
 Figures are printed, never asserted: ``tests/core/test_cli_latency_bench.py`` runs it tiny.
@@ -40,6 +44,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -53,17 +58,20 @@ WORD = "cursor"
 NO_MATCH = "xyzzy-no-match"
 FLOORS = ("python -c pass", "import pbot_watch.cli")
 MODES = ("bytecode", "no bytecode")
+INSTALLS = ("editable", "wheel")
+REPO = Path(__file__).resolve().parent.parent
 
 DUMP_MODULES = """\
 import json, sys
-from pbot_watch.cli import main
+from pbot_watch.cli import run
+sys.argv = ["pbot-watch", *sys.argv[1:]]
 try:
-    main(sys.argv[1:], prog_name="pbot-watch")
+    run()
 except SystemExit:
     pass
 print(json.dumps(sorted(name for name in sys.modules if "." not in name or name.startswith("pbot_watch."))))
 """
-"""Run the command in process, then print the modules it holds (top-level packages and ours)."""
+"""Run the command in process as the console script does, then print the modules it holds (top-level packages and ours)."""
 
 
 def mode_env(env: dict[str, str], mode: str, cache: Path) -> dict[str, str]:
@@ -117,11 +125,39 @@ def prepare(roots: list[str], env: dict[str, str]) -> str:
     return str(json.loads(found)["matches"][0]["id"])
 
 
-def commands(roots: list[str], node: str) -> dict[str, list[str]]:
-    cli = pbot_watch()
+def wheel_install(scratch: Path) -> Path:
+    """A wheel of this checkout installed in a scratch virtual environment; returns its python.
+
+    Its dependencies are this environment's (a ``.pth`` line names its site-packages, after the
+    scratch one), so nothing is downloaded; the package itself is the wheel's, its bytecode
+    compiled by pip as in a user's install.
+    """
+    wheels, venv = scratch / "wheels", scratch / "venv"
+    checked(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        dict(os.environ),
+    )
+    checked([sys.executable, "-m", "venv", "--without-pip", str(venv)], dict(os.environ))
+    python = venv / "bin" / "python"
+    site = Path(
+        checked(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], dict(os.environ)
+        ).strip()
+    )
+    (site / "_cli_latency_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (wheel,) = wheels.glob("pbot_watch-*.whl")
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)]
+    checked(pip, dict(os.environ))
+    return python
+
+
+def commands(roots: list[str], node: str, python: Path | None = None) -> dict[str, list[str]]:
+    """The timed commands of the install whose interpreter is ``python`` (default: this one)."""
+    python = python or Path(sys.executable)
+    cli = [str(python.parent / "pbot-watch")] if python != Path(sys.executable) else pbot_watch()
     return {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "import pbot_watch.cli": [sys.executable, "-c", "import pbot_watch.cli"],
+        "python -c pass": [str(python), "-c", "pass"],
+        "import pbot_watch.cli": [str(python), "-c", "import pbot_watch.cli"],
         "--help": [*cli, "--help"],
         "status": [*cli, "status"],
         f"search {WORD}": [*cli, "search", *roots, "--json", WORD],
@@ -138,10 +174,16 @@ QUERIES = (f"search {WORD}", "read NODE", f"memory search {WORD}")
 
 def import_only(argv: list[str], env: dict[str, str]) -> list[str]:
     """A process importing what ``argv``'s command holds at its end, and doing nothing else."""
-    held = json.loads(checked([sys.executable, "-c", DUMP_MODULES, *argv[1:]], env).splitlines()[-1])
+    python = str(Path(argv[0]).parent / "python") if Path(argv[0]).name == "pbot-watch" else argv[0]
+    held = json.loads(checked([python, "-c", DUMP_MODULES, *argv[1:]], env).splitlines()[-1])
     wanted = [name for name in held if name not in {"__main__", "__mp_main__"} and not name.startswith("_")]
-    code = "import importlib\nfor name in %r:\n    try:\n        importlib.import_module(name)\n    except ImportError:\n        pass\n"
-    return [sys.executable, "-c", code % wanted]
+    # Started as the command's process starts (cli.query_process), so the two differ by the query alone.
+    code = (
+        "import importlib\nfrom pbot_watch.cli import query_process\nquery_process.start()\n"
+        "for name in %r:\n    try:\n        importlib.import_module(name)\n    except ImportError:\n        pass\n"
+        "query_process.imported()\n"
+    )
+    return [python, "-c", code % wanted]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -196,16 +238,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             roots = ["--sessions", str(root)]
             env = {**os.environ, "PBOT_WATCH_STATE_DIR": str(scratch / "state")}
         node = prepare(roots, env)
-        argvs = commands(roots, node)
         figures: dict[str, Any] = {"load": load_average(), "runs": args.repeat}
         modes = MODES if args.bytecode == "both" else (args.bytecode,)
-        for mode in modes:
-            menv = mode_env(env, mode, scratch / "pycache")
-            timed_argvs = {
-                **argvs,
-                **{f"imports of {name}": import_only(argvs[name], menv) for name in QUERIES},
-            }
-            figures[mode] = measure(timed_argvs, menv, args.repeat)
+        for install in INSTALLS if args.install == "both" else (args.install,):
+            argvs = commands(roots, node, wheel_install(scratch) if install == "wheel" else None)
+            for mode in modes:
+                menv = mode_env(env, mode, scratch / "pycache")
+                timed_argvs = {
+                    **argvs,
+                    **{f"imports of {name}": import_only(argvs[name], menv) for name in QUERIES},
+                }
+                key = mode if args.install == "editable" else f"{install}, {mode}"
+                figures[key] = measure(timed_argvs, menv, args.repeat)
         figures["targets"] = "memory search p50 <= 250 ms wall (634 MB); status and --help < 150 ms wall"
         figures["load after"] = load_average()
         return figures
@@ -227,6 +271,12 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=20.0, help="their size in MB (default 20)")
     parser.add_argument("--repeat", type=int, default=11, help="runs of each command (default 11)")
     parser.add_argument("--bytecode", choices=("both", *MODES), default="both", help="which modes to time")
+    parser.add_argument(
+        "--install",
+        choices=("both", *INSTALLS),
+        default="editable",
+        help="this environment's install (editable), a wheel of this checkout in a scratch venv, or both",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     figures = run(args)

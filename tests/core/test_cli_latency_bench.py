@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from tests.support.cli import bench
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(500)]
 
 
 class TestCliLatencyBench:
     def test_tiny_run_reports_every_command(self) -> None:
-        """Six sessions, two runs each: every command, the floors and each query's start-up share."""
+        """Six sessions, two runs each, of this install and of a wheel: every command, the floors and
+        each query's start-up share.
+        """
         result = bench(
             "cli_latency.py",
-            *("--sessions", "6", "--size-mb", "1", "--repeat", "2", "--bytecode", "bytecode", "--json"),
-            timeout=280,
+            *("--sessions", "6", "--size-mb", "1", "--repeat", "2", "--bytecode", "bytecode"),
+            *("--install", "both", "--json"),
+            timeout=480,
         )
         assert 0 == result.returncode, result.stdout + result.stderr
-        figures = json.loads(result.stdout)["bytecode"]
+        both = json.loads(result.stdout)
+        for install in ("editable", "wheel"):
+            self.check(both[f"{install}, bytecode"])
+
+    @staticmethod
+    def check(figures: dict[str, Any]) -> None:
         for name in (
             "python -c pass",
             "import pbot_watch.cli",
