@@ -106,12 +106,14 @@ class TestQueryCommands:
 
     def test_memory_search_imports_no_model_client_or_terminal_code(self, tmp_path: Path) -> None:
         """``memory search --json`` (a script's or an agent's call, paid per query) imports no litellm,
-        rich, MCP, logging framework, watcher or tokenizer: only what answers the query.
+        rich, MCP, logging framework, watcher, tokenizer or record reader: only what answers the query.
         """
         sessions = tmp_path / "sessions"
         sessions.mkdir()
         argv = ("memory", "search", "--sessions", str(sessions), "--json", "ECONNRESET")
         unwanted = ("litellm", "rich", "mcp", "structlog", "watchdog", "tokenizers", "httpx")
+        # Nor the history records' reader: raw memory answers from the session files' index.
+        unwanted += ("pbot_watch.archive.files", "pbot_watch.history.nodes")
         assert [] == modules_after(*argv, among=unwanted)
 
 

@@ -33,10 +33,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from pbot_watch.archive.files import read_record
-from pbot_watch.archive.fresh import Delta, Written
 from pbot_watch.archive.locations import folder_workspace
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.jstext import locale_key, to_well_formed, utf16_slice
@@ -47,6 +45,9 @@ from pbot_watch.search.database import index_path, open_file, start_afresh, vers
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import execute_script, transaction
+
+if TYPE_CHECKING:
+    from pbot_watch.archive.fresh import Delta, Written
 
 SCHEMA_VERSION = 8
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
@@ -458,6 +459,8 @@ class SearchIndex:
             return False
         if row is not None and tuple(row[1:]) == FileStamp.of(st):
             return False
+        from pbot_watch.archive.files import read_record  # noqa: PLC0415 - memory queries read no record
+
         record = read_record(path)
         if record is None:
             # Torn or foreign: keep what we had (a later write will bring the new content).
