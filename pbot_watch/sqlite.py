@@ -57,11 +57,14 @@ def check_version(version: tuple[int, int, int] = sqlite3.sqlite_version_info) -
         raise SQLiteTooOld(".".join(map(str, version)))
 
 
-def connect(path: Path, durability: Durability, *, threads: bool = False) -> sqlite3.Connection:
+def connect(
+    path: Path, durability: Durability, *, threads: bool = False, page_size: int | None = None
+) -> sqlite3.Connection:
     """Open (or create) the database at ``path`` with our policy; ``threads`` lets threads share it.
 
     A connection shared between threads needs its callers to serialise their use of it
     (``SummaryStore`` holds a lock); by default it stays on the thread that opened it.
+    ``page_size``: of a database created by this connection (SQLite ignores it for an existing one).
     """
     check_version()
     private_dir(path.parent)
@@ -70,6 +73,8 @@ def connect(path: Path, durability: Durability, *, threads: bool = False) -> sql
         path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=not threads
     )
     try:
+        if page_size is not None:
+            conn.execute(f"PRAGMA page_size = {int(page_size)}")  # before WAL: it fixes the page size
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {durability.upper()}")
     except BaseException:

@@ -53,7 +53,9 @@ from pbot_watch.memory.texts import (
     TextCodec,
     capped,
     chunk_row,
+    document_tokens,
     literal_document,
+    sample,
     term_chunks,
     train,
 )
@@ -66,7 +68,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
 
-MEMORY_SCHEMA_VERSION = 12
+MEMORY_SCHEMA_VERSION = 13
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -78,7 +80,10 @@ text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a r
 10: ``mem_visible`` has each visible source's text and timestamp, so an unscoped query filters
 and orders candidates without reading their sources; 11: a terms row's id is its text's and its
 place (``texts.CHUNK_SLOTS``): ``mem_chunks`` names only the chunks past a long text's first
-eight; 12: ``mem_tallies``, the texts holding each common literal needle, ``tally.py``.)"""
+eight; 12: ``mem_tallies``, the texts holding each common literal needle, ``tally.py``; 13:
+the terms index keeps no positions (``detail=none``) and ``ranking.py`` scores its chunks from
+``mem_chunk_tokens`` and ``mem_terms_stats``, the dictionary learns from the first 4,000
+texts, and ``mem_entries`` is keyed by file and seq without a row id.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -97,6 +102,8 @@ MEMORY_TABLES = (
     "mem_chunks",
     "mem_literal",
     "mem_terms",
+    "mem_chunk_tokens",
+    "mem_terms_stats",
     "mem_branches",
     "mem_path",
     "mem_visible",
@@ -117,15 +124,15 @@ _SCHEMA = (
   dev INTEGER NOT NULL, ino INTEGER NOT NULL, offset INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
   size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL  -- the stamp at the last sync: unchanged means nothing to read
 )""",
+    # Kept in file order by its key: no row id and no index beside it (a row per entry).
     """CREATE TABLE mem_entries(
-  rowid INTEGER PRIMARY KEY,
   file INTEGER NOT NULL,     -- mem_files.id
   seq INTEGER NOT NULL,      -- file order
   entry_id TEXT NOT NULL,
   parent_id TEXT,
-  kept TEXT                  -- a compaction's firstKeptEntryId ('' if none); NULL for other entries
-)""",
-    "CREATE INDEX mem_entries_by_file ON mem_entries(file, seq)",
+  kept TEXT,                 -- a compaction's firstKeptEntryId ('' if none); NULL for other entries
+  PRIMARY KEY (file, seq)
+) WITHOUT ROWID""",
     "CREATE INDEX mem_entries_kept ON mem_entries(file) WHERE kept IS NOT NULL",
     """CREATE TABLE mem_calls(
   file INTEGER NOT NULL,
@@ -181,7 +188,12 @@ _SCHEMA = (
     # positions, a candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid:
     # texts.chunk_row, or mem_chunks.rowid).
     "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1')",
-    "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', tokenize='porter unicode61 remove_diacritics 2')",
+    # Terms keeps which chunks hold each token, no positions (ranking.py says why and how they
+    # are scored); each chunk's length in tokens and the totals are BM25's other inputs.
+    "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', columnsize=0, detail=none, tokenize='porter unicode61 remove_diacritics 2')",
+    "CREATE TABLE mem_chunk_tokens(rowid INTEGER PRIMARY KEY, tokens INTEGER NOT NULL)",
+    "CREATE TABLE mem_terms_stats(id INTEGER PRIMARY KEY CHECK (id = 1), rows INTEGER NOT NULL, tokens INTEGER NOT NULL)",
+    "INSERT INTO mem_terms_stats(id, rows, tokens) VALUES (1, 0, 0)",
     # Each file's current branch (its last entry to the root), kept as entries arrive so that
     # an unscoped query reads it instead of walking every session (query.py).
     """CREATE TABLE mem_branches(
@@ -589,6 +601,7 @@ class _FileWriter:
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)
+        _count_chunks(self.conn, [(row, document_tokens(body)) for row, body in self.terms])
         self.literal, self.chunks, self.terms = [], [], []
 
     def _held_texts(self, keys: set[int]) -> dict[int, list[tuple[int, bytes, int]]]:
@@ -667,11 +680,14 @@ class _FileWriter:
     def _train(self) -> None:
         """Once ``TRAIN_TEXTS`` texts are stored: train the dictionary on them, and pack them again with it."""
         self.untrained = False
-        stored = self.conn.execute(
-            "SELECT rowid, data, packed FROM mem_texts ORDER BY rowid LIMIT ?", (TRAIN_TEXTS,)
-        ).fetchall()
-        texts = [(rowid, self.codec.unpack(data, packed)) for rowid, data, packed in stored]
-        trained = train([text for _rowid, text in texts]) or b""
+        first = "SELECT rowid, data, packed FROM mem_texts ORDER BY rowid LIMIT ?"
+        # A sample of each, never the texts whole: one of them may be a pasted 50 MB log.
+        samples = [
+            sample(self.codec.unpack(data, packed))
+            for _rowid, data, packed in self.conn.execute(first, (TRAIN_TEXTS,))
+        ]
+        trained = train(samples) or b""
+        del samples
         # Never the id of an earlier one (after a rebuild): a reader decodes by id.
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (_DICT_KEY,)).fetchone()
         ident = max(ZSTD, int(row[0]) if row else ZSTD) + 1
@@ -680,13 +696,16 @@ class _FileWriter:
             "INSERT INTO mem_dicts(id, hash, data) VALUES (?, ?, ?)",
             (ident, _dictionary_hash(trained), trained),
         )
-        self.codec = text_codec(self.conn)
+        old, self.codec = self.codec, text_codec(self.conn)
         if self.codec.current is None:
             return
-        self.conn.executemany(
-            "UPDATE mem_texts SET data = ?, packed = ? WHERE rowid = ?",
-            ((*self.codec.pack(text), rowid) for rowid, text in texts if len(text) >= PACK_FROM),
-        )
+        for rowid, data, packed in self.conn.execute(first, (TRAIN_TEXTS,)).fetchall():
+            text = old.unpack(data, packed)
+            if len(text) >= PACK_FROM:
+                repacked = self.codec.pack(text)
+                self.conn.execute(
+                    "UPDATE mem_texts SET data = ?, packed = ? WHERE rowid = ?", (*repacked, rowid)
+                )
 
     def finish(self, header: SessionHeader, cursor: Cursor, stamp: FileStamp) -> None:
         """Forget the replaced sources that did not come back, and remember where reading stopped."""
@@ -1049,9 +1068,31 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
         "INSERT INTO mem_terms(mem_terms, rowid, body) VALUES ('delete', ?, ?)",
         zip(chunks, bodies, strict=True),
     )
+    conn.executemany("DELETE FROM mem_chunk_tokens WHERE rowid = ?", ((chunk,) for chunk in chunks))
+    conn.execute(
+        "UPDATE mem_terms_stats SET rows = rows - ?, tokens = tokens - ?",
+        (len(chunks), sum(map(document_tokens, bodies))),
+    )
     conn.execute("DELETE FROM mem_chunks WHERE text = ?", (text_id,))
     conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (text_id,))
     forget_text(conn, text_id)
+
+
+def _count_chunks(conn: sqlite3.Connection, sizes: list[tuple[int, int]]) -> None:
+    """Record new terms rows' lengths in tokens, and add them to the totals BM25 averages over (``ranking.py``)."""
+    if not sizes:
+        return
+    conn.executemany("INSERT INTO mem_chunk_tokens(rowid, tokens) VALUES (?, ?)", sizes)
+    conn.execute(
+        "UPDATE mem_terms_stats SET rows = rows + ?, tokens = tokens + ?",
+        (len(sizes), sum(tokens for _row, tokens in sizes)),
+    )
+
+
+def terms_stats(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The terms rows of the whole index and their tokens: BM25's ``N`` and, over it, its average length."""
+    row = conn.execute("SELECT rows, tokens FROM mem_terms_stats").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def _drop_file(conn: sqlite3.Connection, path: str) -> None:
@@ -1159,6 +1200,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
             *_BRANCH_TABLES,
             "mem_pinned",
             "mem_chunks",
+            "mem_chunk_tokens",
             "mem_texts",
             "mem_dicts",
             "mem_sources",
@@ -1167,6 +1209,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
             "mem_files",
         ):
             index.conn.execute(f"DELETE FROM {table}")
+        index.conn.execute("UPDATE mem_terms_stats SET rows = 0, tokens = 0")
     refresh_memory(index, roots)
     return int(index.conn.execute("SELECT count(*) FROM mem_files").fetchone()[0])
 

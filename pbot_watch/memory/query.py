@@ -34,11 +34,13 @@ from pbot_watch.memory.index import (
     read_sections,
     source_lines,
     source_texts,
+    terms_stats,
     text_bytes,
     text_codec,
     text_lines,
 )
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
+from pbot_watch.memory.ranking import idf, score_sql
 from pbot_watch.memory.tally import TALLY_MIN, holds, register, tallied, version
 from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
@@ -47,7 +49,7 @@ from pbot_watch.search.index import SearchIndex, storable
 from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
-from pbot_watch.search.tokens import fts_any, fts_quote, is_cjk, query_terms, tokens
+from pbot_watch.search.tokens import fts_quote, is_cjk, query_terms, tokens
 from pbot_watch.shorten import shorten
 from pbot_watch.sqlite import transaction
 
@@ -1029,16 +1031,31 @@ def _best_chunks(
     scope: _Scope,
     places: dict[int, tuple[str, int, int]] | None = None,
 ) -> dict[int, tuple[float, int]]:
-    """Each source in scope holding any of ``terms``: its best chunk's BM25 score (higher is
-    better) and first line, the first such chunk in the index's order when several tie.
+    """Each source in scope holding any of ``terms``: its best chunk's BM25 score (``ranking.py``,
+    higher is better) and first line, the first such chunk in the index's order when several tie.
 
     ``places``, unscoped: filled with each source's timestamp, branch and position, read with its
     chunks from the current branches' row the query joins anyway (not a read of tens of thousands
     of rows again).
     """
-    scored: dict[int, tuple[float, int]] = {}
-    # The index has each text once: every source in scope with a matching text has its chunks.
-    # Unscoped, the current branches' table has the texts of the sources in scope.
+    conn = index.conn
+    rows, tokens = terms_stats(conn)
+    weighted: list[tuple[str, float]] = []
+    for term in terms:
+        phrase = fts_quote(term)
+        having = conn.execute("SELECT count(*) FROM mem_terms WHERE mem_terms MATCH ?", (phrase,)).fetchone()[
+            0
+        ]
+        if having:
+            weighted.append((phrase, idf(rows, having)))
+    if not weighted:
+        return {}
+    # Each chunk holding a term, with the sum of its terms' IDFs (the index says which chunks hold
+    # a term, not how often: a chunk is asked of each term's rows), scored by SQLite. The index
+    # has each text once: every source in scope with a matching text has its chunks. Unscoped,
+    # the current branches' table has the texts of the sources in scope.
+    holding = "(CASE WHEN mem_terms.rowid IN (SELECT rowid FROM mem_terms WHERE mem_terms MATCH ?) THEN ? ELSE 0 END)"
+    weights = " + ".join(holding for _ in weighted) if len(weighted) > 1 else "?"
     text = TEXT_OF_CHUNK.format(row="mem_terms.rowid")
     sources = (
         f"mem_visible s ON s.text = {text} WHERE s.rowid <= {int(scope.snapshot)} AND "
@@ -1047,20 +1064,26 @@ def _best_chunks(
     )
     placing = places is not None and scope.kept
     where = ", s.stamp, s.branch, s.pos" if placing else ""  # mem_visible's columns
-    for source, line, rank, *place in index.conn.execute(
-        f"SELECT s.rowid, {LINE_OF_CHUNK.format(row='mem_terms.rowid')}, bm25(mem_terms){where} FROM mem_terms "
-        f"JOIN {sources}mem_terms MATCH ?",
-        (fts_any(terms),),
+    score = score_sql(weights, "c.tokens", tokens / rows if rows else 0.0)
+    params = (
+        [v for phrase, weight in weighted for v in (phrase, weight)]
+        if len(weighted) > 1
+        else [weighted[0][1]]
+    )
+    scored: dict[int, tuple[float, int, int]] = {}
+    for chunk, source, line, found, *place in conn.execute(
+        f"SELECT mem_terms.rowid, s.rowid, {LINE_OF_CHUNK.format(row='mem_terms.rowid')}, {score}{where} "
+        f"FROM mem_terms JOIN mem_chunk_tokens c ON c.rowid = mem_terms.rowid JOIN {sources}mem_terms MATCH ?",
+        [*params, " OR ".join(phrase for phrase, _weight in weighted)],
     ):
-        score = -rank
         best = scored.get(source)
         if best is None:
-            scored[source] = (score, line)
+            scored[source] = (found, line, chunk)
             if places is not None and placing:
                 places[source] = (place[0], place[1], place[2])
-        elif score > best[0]:
-            scored[source] = (score, line)
-    return scored
+        elif found > best[0] or (found == best[0] and chunk < best[2]):
+            scored[source] = (found, line, chunk)
+    return {source: (found, line) for source, (found, line, _chunk) in scored.items()}
 
 
 def _terms_hits(index: SearchIndex, query: str, scope: _Scope) -> list[tuple[_Row, int | None, float | None]]:

@@ -95,7 +95,7 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
 
 def index_rows(index: SearchIndex) -> tuple[int, int]:
     """Terms rows (chunks), and the texts they are of (every text has at least one)."""
-    rows = [rowid for (rowid,) in index.conn.execute("SELECT id FROM mem_terms_docsize")]
+    rows = [rowid for (rowid,) in index.conn.execute("SELECT rowid FROM mem_chunk_tokens")]
     texts = {rowid // CHUNK_SLOTS for rowid in rows if rowid < OVERFLOW_CHUNKS}
     return len(rows), len(texts)
 
@@ -483,3 +483,59 @@ class TestHugeMessage:
             # Terms search sees the first INDEXED_CHARS characters only.
             assert 1 == search_memory(index, "record", match="terms").total
             assert 1 == search_memory(index, "marker", match="terms").total
+
+
+class TestTermsLayout:
+    def test_the_terms_index_keeps_no_positions_and_its_totals_follow_every_change(
+        self, tmp_path: Path
+    ) -> None:
+        """mem_terms is positionless; each terms row has its length, and the totals BM25 averages
+        over equal a recount after appends, a rewrite that drops sources, and a rebuild.
+        """
+        path = tmp_path / "sessions" / "s.jsonl"
+        with SearchIndex(tmp_path / "search.db") as index:
+
+            def recount() -> tuple[int, int]:
+                return index.conn.execute(
+                    "SELECT count(*), coalesce(sum(tokens), 0) FROM mem_chunk_tokens"
+                ).fetchone()
+
+            def stats() -> tuple[int, int]:
+                return index.conn.execute("SELECT rows, tokens FROM mem_terms_stats").fetchone()
+
+            w = busy_session(path, turns=3, output_lines=40)
+            refresh_memory(index, [tmp_path / "sessions"])
+            (sql,) = index.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'mem_terms'").fetchone()
+            assert "detail=none" in sql
+            first = stats()
+            assert first == recount() and first[0] == index_rows(index)[0] and first[1] > 0
+            w.user("question 9: one more", id="u9")
+            w.write(path)
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert stats() == recount() and stats()[0] > first[0]
+            busy_session(path, turns=1)  # rewritten shorter: most sources leave
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert stats() == recount() and stats()[0] < first[0]
+            rebuild_memory(index, [tmp_path / "sessions"])
+            assert stats() == recount()
+            path.unlink()
+            refresh_memory(index, [tmp_path / "sessions"])
+            assert stats() == recount() == (0, 0)
+
+    def test_a_shorter_chunk_holding_the_word_ranks_first(self, tmp_path: Path) -> None:
+        """Terms ranking without positions: a rarer word weighs more, and of two chunks holding
+        the same words the shorter one scores higher, as BM25 has it.
+        """
+        w = PiSession("sess-1", file=tmp_path / "sessions" / "s.jsonl")
+        w.user("the flaky cache " + "filler " * 60, id="u1")
+        w.user("the flaky cache", id="u2")
+        w.user("only flaky here", id="u3")
+        for n in range(8):
+            w.user(f"unrelated note {n} about the build", id=f"n{n}")
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            hits = {
+                h.entry_id: h.score or 0.0 for h in search_memory(index, "flaky cache", match="terms").hits
+            }
+            assert next(iter(hits)) == "u2" and set(hits) == {"u1", "u2", "u3"}
+            assert hits["u2"] > hits["u1"]  # the same words, in fewer others

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.memory.index import MEMORY_SCHEMA_VERSION, ensure_memory_tables
-from pbot_watch.search.database import Family, asked_again_on_damage, damage_found, ensure_family, version_of
+from pbot_watch.search.database import (
+    PAGE_SIZE,
+    Family,
+    asked_again_on_damage,
+    damage_found,
+    ensure_family,
+    version_of,
+)
 from pbot_watch.search.index import SCHEMA_VERSION, SearchIndex
 from tests.search.test_damaged_index import damage
 
@@ -54,6 +61,26 @@ class TestVersions:
             assert version_of(conn, "schema_version") is None
         finally:
             conn.close()
+
+
+class TestPages:
+    def test_a_new_file_has_large_pages_and_an_existing_one_keeps_its_own(self, tmp_path: Path) -> None:
+        """Compressed texts fill 16 KB pages better than 4 KB ones; a file made before keeps its
+        pages (SQLite cannot change them in WAL mode) and its rows.
+        """
+        with SearchIndex(tmp_path / "search.db") as index:
+            assert PAGE_SIZE == index.conn.execute("PRAGMA page_size").fetchone()[0]
+        # A sound file of this version made with 4 KB pages (before they were larger) is kept as it is.
+        conn = sqlite3.connect(tmp_path / "search.db", isolation_level=None)
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("INSERT INTO folders(path) VALUES ('/w')")
+        conn.close()
+        with SearchIndex(tmp_path / "search.db") as index:
+            assert 4096 == index.conn.execute("PRAGMA page_size").fetchone()[0]
+            assert [("/w",)] == index.conn.execute("SELECT path FROM folders").fetchall()
 
 
 class TestDamage:
