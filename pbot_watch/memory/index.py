@@ -81,9 +81,9 @@ text give, and an 8-byte digest; 9: ``mem_pinned``, the pinned query's files a r
 and orders candidates without reading their sources; 11: a terms row's id is its text's and its
 place (``texts.CHUNK_SLOTS``): ``mem_chunks`` names only the chunks past a long text's first
 eight; 12: ``mem_tallies``, the texts holding each common literal needle, ``tally.py``; 13:
-the terms index keeps no positions (``detail=none``) and ``ranking.py`` scores its chunks from
-``mem_chunk_tokens`` and ``mem_terms_stats``, the dictionary learns from the first 4,000
-texts, and ``mem_entries`` is keyed by file and seq without a row id.)"""
+the terms index keeps no positions (``detail=none``) and ``ranking.py`` scores its chunks (of
+32 lines, not 16) from ``mem_chunk_tokens`` and ``mem_terms_stats``, the dictionary learns from
+the first 4,000 texts, and ``mem_entries`` is keyed by file and seq without a row id.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""

@@ -11,7 +11,7 @@ and answers 0 for every row, so the score is computed here, from what the index 
 * each matching chunk's length in tokens (``mem_chunk_tokens``).
 
 It is FTS5's BM25 (the same ``k1``, ``b`` and IDF, a term of nothing but common words getting
-the same tiny positive weight) with every term frequency taken as 1: a chunk of 16 lines that
+the same tiny positive weight) with every term frequency taken as 1: a chunk of 32 lines that
 holds a word holds it once or a few times, and the length normalisation still prefers the
 short chunk that holds it to the long one that mentions it among much else.
 """

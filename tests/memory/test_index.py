@@ -26,7 +26,7 @@ from pbot_watch.memory.index import (
     sync_memory_file,
 )
 from pbot_watch.memory.query import recall, search_memory
-from pbot_watch.memory.texts import CHUNK_SLOTS, OVERFLOW_CHUNKS, PLAIN, TRAIN_TEXTS
+from pbot_watch.memory.texts import CHUNK_LINES, CHUNK_SLOTS, OVERFLOW_CHUNKS, PLAIN, TRAIN_TEXTS
 from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import INDEXED_CHARS, SearchIndex
@@ -386,8 +386,8 @@ class TestStoredOnce:
         w = PiSession("sess-1", file=path)
         w.user("show the log", id="u1")
         w.assistant(None, calls=[("c1", "bash", {"command": "cat log"})], id="a1")
-        lines = [f"entry {n} ordinary" for n in range(300)]
-        lines[250] = "entry 250 zanzibar"
+        lines = [f"entry {n} ordinary" for n in range(CHUNK_SLOTS * CHUNK_LINES + 50)]
+        lines[-20] = "entry 250 zanzibar"
         w.tool_result("\n".join(lines), call_id="c1", name="bash", id="t1")
         with SearchIndex(tmp_path / "search.db") as index:
             refresh_memory(index, [tmp_path / "sessions"])
