@@ -77,6 +77,22 @@ def components(db: Path) -> dict[str, float]:
     return {name: round(size / 1e6, 1) for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])}
 
 
+def pages(db: Path) -> dict[str, float]:
+    """The page size, and what of the file is free pages and unused room in pages (slack, MB)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0]) * size
+        unused = int(conn.execute("SELECT coalesce(sum(unused), 0) FROM dbstat").fetchone()[0])
+    finally:
+        conn.close()
+    return {
+        "page size": size,
+        "free pages MB": round(free / 1e6, 1),
+        "unused in pages MB": round(unused / 1e6, 1),
+    }
+
+
 def rows(db: Path) -> dict[str, int]:
     """Sources, the distinct texts the indexes hold (one row each), and the sources on current branches."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -162,6 +178,7 @@ def measure(out: Path, size_mb: float, args: argparse.Namespace) -> dict[str, An
             "MB": round(size / 1e6, 1),
             "/ session bytes": round(size / session_bytes, 2),
             "by component MB": components(db),
+            "pages": pages(db),
             "rows": rows(db),
         },
     }

@@ -28,5 +28,6 @@ def test_tiny_run_reports_every_query_class_size_and_growth(tmp_path: Path) -> N
     assert large["in process"]["common word"]["hits"] > 0
     assert {"first ms", "p50 ms", "tallied"} <= set(large["in process"]["common word"])
     assert large["search.db"]["MB"] > 0 and "mem_literal" in large["search.db"]["by component MB"]
+    assert large["search.db"]["pages"]["page size"] == 16 << 10
     assert large["cli"]["common word"]["peak RSS MB"] > 0
     assert figures["growth (large / small)"]["bytes"] > 1
