@@ -4,6 +4,7 @@ Raw memory:
 
 * ``extract``: entries -> sources, line-numbered source text (pure).
 * ``texts``: how a source's text is kept, and what the FTS tables index (pure).
+* ``ranking``: the terms search's BM25 over a positionless index (pure).
 * ``handles``: opaque handles and memory-search cursors (pure).
 * ``index``: the memory tables in ``search.db``, kept in step with the session files.
 * ``listener``: the service's side: raw memory from the entries it parses anyway.
