@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from pbot_watch.archive.encode import RecordEncoder
 from pbot_watch.archive.files import read_own_record
 from pbot_watch.history.jstext import dumps, dumps_utf8
-from pbot_watch.history.nodes import RecordIndexer, index_history
+from pbot_watch.history.nodes import RecordIndexer, SessionHistory, index_history
 from pbot_watch.history.project import SessionFile
 from pbot_watch.history.record import HistoryRecord
 from pbot_watch.history.tree import SessionTree
@@ -205,6 +206,20 @@ def grown(operations: list[str], rng_picks: list[int]) -> tuple[bytes, list[int]
     return b.data(), offsets
 
 
+def histories_at(data: bytes, offsets: list[int], appends: list[int]) -> Iterator[tuple[int, SessionHistory]]:
+    """``data`` fed to one ``SessionFile`` in appends ending at the picked ``offsets`` (and at its
+    end): each step's number with the history it gives, once it gives one."""
+    cuts = sorted({offsets[a % len(offsets)] for a in appends} | {len(data)})
+    state = SessionFile()
+    start = 0
+    for step, cut in enumerate(cuts):
+        state.feed(data[start:cut])
+        start = cut
+        history = state.history()
+        if history is not None:
+            yield step, history
+
+
 def walked_tips(tree: SessionTree) -> list[str]:
     """pbot's tips by a walk over every entry: what ``SessionTree.tips`` keeps as entries arrive."""
     seen: dict[str, None] = {}
@@ -252,18 +267,9 @@ class TestIncrementalRecord:
         """Fed appends of random size (turns, tool turns, /tree moves, compactions, renames), the
         indexer that keeps its last record gives at every step what ``index_history`` gives; a
         record changed by someone else (the summarizer) in between is indexed in full, and right."""
-        data, offsets = grown(operations, picks)
-        cuts = sorted({offsets[a % len(offsets)] for a in appends} | {len(data)})
-        state = SessionFile()
         indexer = RecordIndexer()
         previous: dict[str, Any] = {"id": "rec", "nodes": []}
-        start = 0
-        for step, cut in enumerate(cuts):
-            state.feed(data[start:cut])
-            start = cut
-            history = state.history()
-            if history is None:
-                continue
+        for step, history in histories_at(*grown(operations, picks), appends):
             if step < len(summarize) and summarize[step]:
                 previous = fill_summaries(previous)
             expected = index_history(history, json.loads(json.dumps(previous)))
@@ -283,19 +289,10 @@ class TestIncrementalRecord:
         """Restarted between appends (a new indexer and encoder, the record read back from the
         bytes last written, its nodes' JSON cut out of them), the next record's bytes are those
         of a full rebuild's encoding, as they are without a restart."""
-        data, offsets = grown(operations, picks)
-        cuts = sorted({offsets[a % len(offsets)] for a in appends} | {len(data)})
-        state = SessionFile()
         indexer, encoder = RecordIndexer(), RecordEncoder()
         previous: dict[str, Any] = {"id": "rec", "nodes": []}
         written: bytes | None = None
-        start = 0
-        for step, cut in enumerate(cuts):
-            state.feed(data[start:cut])
-            start = cut
-            history = state.history()
-            if history is None:
-                continue
+        for step, history in histories_at(*grown(operations, picks), appends):
             read: dict[str, Any] | None = None
             read_json: list[bytes] | None = None
             if written is not None and restarts[step % len(restarts)]:
