@@ -50,5 +50,8 @@ class TestFirstRunBench:
         assert 0 == result.returncode, result.stdout + result.stderr
         profiled = json.loads(result.stdout)["1 MB"]["run profiled in process"]
         assert profiled["caught up s"] > 0
-        assert "raw memory: all of it, stored as read" in profiled["reading thread"]
+        # Who stores raw memory on the reading thread depends on timing: the reading thread itself
+        # as it reads, or the build worker's whole files handed back to it.
+        stored = {"raw memory: all of it, stored as read", "raw memory: the worker's builds stored"}
+        assert stored & set(profiled["reading thread"]), profiled["reading thread"]
         assert "history index (listener thread)" in profiled["listener thread"]

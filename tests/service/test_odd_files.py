@@ -293,13 +293,17 @@ class TestSameSizeRewrite:
 
 @pytest.fixture
 def small_state_disk() -> Iterator[Path]:
-    """The service's state folder on a real file system of 1 MB (a tmpfs), to fill up."""
+    """The service's state folder on a real file system of 8 MB (a tmpfs), to fill up.
+
+    Big enough for the empty indexes (search.db's tables alone take about 1.1 MB in 16 KB pages)
+    and the fixtures' rows, so that once the filler is gone everything fits again.
+    """
     folder = default_state_dir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small file system for the state folder needs root")
     folder.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(folder)],
+        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(folder)],
         capture_output=True,
         text=True,
         check=False,
