@@ -41,7 +41,7 @@ from pbot_watch.memory.index import (
 )
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
 from pbot_watch.memory.ranking import idf, score_sql
-from pbot_watch.memory.tally import TALLY_MIN, holds, register, tallied, version
+from pbot_watch.memory.tally import TALLY_MIN, holds, id_list, register, tallied, version
 from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
@@ -903,7 +903,7 @@ def _fill_held(index: SearchIndex, held: Iterable[int]) -> None:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS mem_held(text INTEGER PRIMARY KEY)")
     with transaction(conn, immediate=False):
         conn.execute("DELETE FROM temp.mem_held")
-        conn.executemany("INSERT INTO temp.mem_held(text) VALUES (?)", ((t,) for t in held))
+        conn.execute("INSERT INTO temp.mem_held(text) SELECT value FROM json_each(?)", (id_list(held),))
 
 
 _BOUNDS: weakref.WeakKeyDictionary[SearchIndex, tuple[tuple[int, int, int], dict[int, int | None]]] = (
