@@ -119,13 +119,20 @@ def batches(
     """Batches of at most ``max_files`` files or about ``max_bytes`` of them.
 
     One batch is one SQLite commit, so batches amortise the fsync over many small files; the
-    byte bound keeps a batch short (a stop request is seen between batches).
+    byte bound keeps a batch short (a stop request is seen between batches). A file of
+    ``max_bytes`` or more starts a batch of its own: the files before it have their records
+    written without waiting for it.
     """
     chunk: list[Path] = []
     size = 0
     for path in paths:
+        own = 0
         with suppress(OSError):
-            size += os.stat(path).st_size
+            own = os.stat(path).st_size
+        if chunk and own >= max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        size += own
         chunk.append(path)
         if len(chunk) >= max_files or size >= max_bytes:
             yield chunk

@@ -122,6 +122,13 @@ class TestBatches:
         other.write_bytes(b"x")
         assert [[big], [small, other]] == list(batches([big, small, other], max_bytes=100))
 
+    def test_a_large_file_never_shares_a_batch_with_the_files_before_it(self, tmp_path: Path) -> None:
+        """The small files' records are written without waiting for a large file's read."""
+        small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+        small.write_bytes(b"x")
+        big.write_bytes(b"x" * 100)
+        assert [[small], [big]] == list(batches([small, big], max_bytes=100))
+
     def test_a_vanished_file_still_counts_as_a_file(self, tmp_path: Path) -> None:
         """A file deleted since it changed is batched with size 0 (the read finds it gone)."""
         assert [[tmp_path / "gone.jsonl"]] == list(batches([tmp_path / "gone.jsonl"]))
