@@ -10,11 +10,13 @@ on each file's branch walked from its entries, its whole text read and tested li
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pbot_watch.memory import query, tally
 from pbot_watch.memory.handles import make_handle
@@ -184,3 +186,42 @@ def test_the_writer_tests_each_new_text_against_every_tally_as_a_search_would(
         corpus.sync(index)
         for needle in needles:
             check(index, needle)
+
+
+def test_every_character_that_lower_cases_into_ascii_is_named() -> None:
+    """``ascii_stays`` looks for these alone: another would let an ASCII needle be missed."""
+    found = [
+        ch
+        for ch in map(chr, range(0x80, sys.maxunicode + 1))
+        if not 0xD800 <= ord(ch) < 0xE000 and any(c.isascii() for c in ch.lower())
+    ]
+    assert tuple(found) == tally.LOWERS_INTO_ASCII
+
+
+LOWERING = "abkiI K\u212a\u0130\u0307ıİßΣσς配置Ä\ud800."
+"""Characters whose lower case is ASCII or is not one character, ASCII's, others, a lone surrogate."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(LOWERING, max_size=12), needle=st.text(LOWERING, min_size=1, max_size=3))
+def test_a_text_holds_a_needle_as_a_lower_cased_line_would(text: str, needle: str) -> None:
+    """``holds``, and the writer's test of several needles at once, say what lower-casing the text says."""
+    needles = [needle.lower(), needle.lower() + "k", "\u00e4" + needle.lower()]
+    raw = text.encode("utf-8", "surrogatepass")
+    expected = {ident for ident, each in enumerate(needles, 1) if each in text.lower()}
+    assert {
+        ident
+        for ident, each in enumerate(needles, 1)
+        if tally.holds(raw, each, each.encode("utf-8", "surrogatepass"))
+    } == expected
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE mem_tallies(id INTEGER PRIMARY KEY, needle TEXT NOT NULL)")
+    storable = [each for each in dict.fromkeys(needles) if "\ud800" not in each]  # SQLite takes UTF-8 only
+    conn.executemany("INSERT INTO mem_tallies(id, needle) VALUES (?, ?)", enumerate(storable, 1))
+    writer = tally.TallyWriter(conn)
+    writer.visible_bytes(7, raw)
+    held = {
+        conn.execute("SELECT needle FROM mem_tallies WHERE id = ?", (ident,)).fetchone()[0]
+        for ident, _ in writer.rows
+    }
+    assert held == {needles[ident - 1] for ident in expected} & set(storable)
