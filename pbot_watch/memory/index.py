@@ -875,6 +875,27 @@ def sync_memory_file(
             return changed
 
 
+def memory_touched(index: SearchIndex, path: Path, before: FileStamp, after: FileStamp) -> bool:
+    """``path`` was found byte for byte as it stood at ``before``, now stamped ``after`` (a ``touch``).
+
+    Raw memory's cursor has no whole-file fingerprint, so a new mtime at the same size reads
+    the whole file again (``SessionTail.plan(whole=False)``). The service's cursor has one: when
+    it checked the file unchanged, raw memory that holds the file exactly as stamped ``before``
+    (the stamp the service had read it at) holds it as it is, and takes the new stamp instead of
+    a re-read. Whether it did (it held another stamp: it reads as before).
+    """
+    if (before.ino, before.size) != (after.ino, after.size):
+        return False
+    ensure_memory_tables(index)
+    with index.transaction():
+        moved = index.conn.execute(
+            "UPDATE mem_files SET mtime_ns = ? "
+            "WHERE path = ? AND ino = ? AND size = ? AND offset = ? AND mtime_ns = ?",
+            (after.mtime_ns, str(path), before.ino, before.size, before.size, before.mtime_ns),
+        ).rowcount
+    return moved > 0
+
+
 def memory_plan(index: SearchIndex, path: Path) -> Plan | None:
     """What raw memory would read of ``path`` now (its own cursor's plan); ``None`` when it holds no cursor for it.
 

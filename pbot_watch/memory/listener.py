@@ -105,6 +105,16 @@ class MemoryFollower:
         held = self.index.use(held_stamps)
         return [path for path, stamp in stamps.items() if held.get(path) != stamp]
 
+    def touched(self, path: Path, before: FileStamp, after: FileStamp) -> None:
+        """``path`` is byte for byte as the service read it at ``before``, stamped ``after`` now:
+        raw memory that held it at ``before`` takes the new stamp, not a second read of the file.
+        """
+        from pbot_watch.memory.index import memory_touched  # noqa: PLC0415
+
+        if self._builder is not None and self._builder.holds(path):
+            return  # its build stamps the file as the worker finds it
+        self.index.use(lambda index: memory_touched(index, path, before, after))
+
     def sync(self, path: Path) -> int:
         """Bring ``path``'s raw memory up to date: what it lacks of a file it holds is read now
         (the session bytes read are returned), a file it does not hold is queued for the worker.

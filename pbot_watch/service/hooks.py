@@ -22,6 +22,8 @@ Three kinds of extension, all wired in ``pbot_watch.cli.run_parts.build_extensio
     made searchable yet (the catch-up is not over before it is 0), ``collect`` is called on the
     reading thread between reads to finish some of it, ``on_ready`` is set by the service to be
     woken when there is something to collect, ``on_error`` to show a problem in status.
+    A ``TouchedFollower`` is also told of a file found byte for byte unchanged under a new
+    mtime (``touched``), so that it takes the new stamp instead of reading the file again.
 
 ``IdleWorker``
     Run on its own thread once the person has been idle (no append to any watched session) for
@@ -78,6 +80,19 @@ class BuildingFollower(EntriesFollower, Protocol):
     def collect(self, deadline: float) -> list[Path]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class TouchedFollower(EntriesFollower, Protocol):
+    """A follower told of a file found unchanged with a new mtime (a ``touch``), so it need not re-read it.
+
+    A same-size file with a new mtime is compared whole with the service's cursor; when it is
+    unchanged no entries are read, and a follower that keeps stamps of its own (raw memory) would
+    otherwise read it whole again to tell. ``before`` is the stamp the service read the file at,
+    ``after`` the stamp it has now; the follower takes ``after`` only if it held ``before``.
+    """
+
+    def touched(self, path: Path, before: FileStamp, after: FileStamp) -> None: ...
 
 
 StatusProvider = Callable[[], dict[str, Any]]

@@ -34,7 +34,7 @@ from pbot_watch.errors import PbotWatchError
 from pbot_watch.indexer import EntriesRead
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
-from pbot_watch.service.hooks import BuildingFollower, Extensions, ServiceContext
+from pbot_watch.service.hooks import BuildingFollower, Extensions, ServiceContext, TouchedFollower
 from pbot_watch.service.idle import IdleClock
 from pbot_watch.service.listeners import ListenerThread
 from pbot_watch.service.lock import AlreadyRunning, InstanceLock
@@ -170,6 +170,7 @@ class Service:
                 self.reporter.error,
                 on_progress=self.progressed,
                 on_entries=self._entries_read if self.extensions.followers else None,
+                on_touched=self._touched,
             )
             for follower in self._building():
                 follower.on_ready = self._wake
@@ -263,6 +264,17 @@ class Service:
                     "entries_follower_failed", follower=type(follower).__name__, path=str(read.path)
                 )
                 self.reporter.error(f"{type(follower).__name__} failed on {read.path}: {error!r}")
+
+    def _touched(self, path: Path, before: FileStamp, after: FileStamp) -> None:
+        """A file found unchanged under a new mtime (a ``touch``): the followers take the new stamp."""
+        for follower in self.extensions.followers:
+            if not isinstance(follower, TouchedFollower):
+                continue
+            try:
+                follower.touched(path, before, after)
+            except Exception as error:  # at worst the follower reads the file again
+                log.exception("entries_follower_failed", follower=type(follower).__name__, path=str(path))
+                self.reporter.error(f"{type(follower).__name__} failed on {path}: {error!r}")
 
     def _wake(self) -> None:
         """A follower has work ready for the reading thread (from another thread): end its wait."""

@@ -32,6 +32,7 @@ import structlog
 
 from pbot_watch.archive.files import ArchiveStore, WorkspaceSkipped
 from pbot_watch.archive.marks import MARKS_FOLDER, WrittenMarks
+from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.history.nodes import SessionHistory
 from pbot_watch.indexer import EntriesRead, Indexer, SyncResult, Tracked
 from pbot_watch.pi.cursor import Cursor
@@ -142,6 +143,7 @@ class Tailer:
         memory_budget: int = MEMORY_BUDGET_BYTES,
         on_progress: Callable[[], None] | None = None,
         on_entries: Callable[[EntriesRead], None] | None = None,
+        on_touched: Callable[[Path, FileStamp, FileStamp], None] | None = None,
     ) -> None:
         self.store = store
         self.state = state
@@ -150,6 +152,8 @@ class Tailer:
         self.on_record = on_record
         self.on_error = on_error
         self.on_progress = on_progress
+        self.on_touched = on_touched
+        """Told of a file found unchanged under a new mtime (path, stamp read at, stamp now)."""
         self.indexer = Indexer(store, on_progress=self._progress, on_entries=on_entries)
         self.known: dict[Path, FileState] = {p.path: p for p in state.files()}
         self._by_session: dict[str, set[Path]] = {}
@@ -196,7 +200,23 @@ class Tailer:
         if refreshed is not None:
             # Rewritten at the same size but unchanged (a touch): remember, not to check it again.
             self._save([replace(known, cursor=refreshed)])
+            self._touched(path, known.cursor, refreshed)
         return decision != "nothing"
+
+    def _touched(self, path: Path, before: Cursor | None, after: Cursor | None) -> None:
+        """A cursor moved to a new mtime with nothing read: the file was checked byte for byte
+        unchanged (``Cursor.seen``). The followers (raw memory) hear of it, or they would read the
+        whole file again to tell: their cursors have no whole-file fingerprint.
+        """
+        if self.on_touched is None or before is None or after is None:
+            return
+        if before.offset != after.offset or before.mtime_ns == after.mtime_ns:
+            return
+        self.on_touched(
+            path,
+            FileStamp(before.ino, before.offset, before.mtime_ns),
+            FileStamp(after.ino, after.offset, after.mtime_ns),
+        )
 
     def _retry_skipped(self, known: FileState) -> bool:
         """A file skipped because its workspace could not take records, which now can.
@@ -347,7 +367,11 @@ class Tailer:
         try:
             if path not in self.indexer.files:
                 self._resume(path)
+            held = self.indexer.files.get(path)
+            before = held.cursor if held is not None else None
             result = self.indexer.read(path, budget)
+            if result.outcome == "idle" and result.bytes_read == 0 and (now := self.indexer.files.get(path)):
+                self._touched(path, before, now.cursor)
         except OSError as error:
             report.failed[path] = f"cannot read {path}: {error}"
             self._drop(path)

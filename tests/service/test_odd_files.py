@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,16 +280,51 @@ class TestSameSizeRewrite:
             assert stop_quickly(service) < STOP_SECONDS
 
     def test_touch_parses_nothing(self, tmp_path: Path) -> None:
-        """A new mtime on unchanged bytes costs a fingerprint, not a parse, and only once."""
+        """A new mtime on unchanged bytes costs a fingerprint, not a parse, and only once.
+
+        Not by the records' reading, and not by raw memory's either: its cursor has no whole-file
+        fingerprint, so it takes the new stamp from the service's check instead of reading the
+        file again (it did, whole, at every start after a touch).
+        """
         sessions = tmp_path / "sessions"
         path = sessions / "--proj--" / "s.jsonl"
         numbered_session(path, tmp_path)
         with ServiceProcess([sessions], tmp_path / "archive").start() as service:
             assert stop_quickly(service) < STOP_SECONDS
-        os.utime(path)
-        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
-            assert 0 == service.wait_status(lambda s: True, "status").bytes_parsed_total
+        os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns + 10**9))
+        # A touch is no content event: while it runs, the service sees it at its next rescan.
+        with ServiceProcess([sessions], tmp_path / "archive", "--reconcile-seconds", "1").start() as service:
+            status = service.wait_status(
+                lambda s: s.catch_up is not None and s.catch_up.finished, "caught up"
+            )
+            assert (0, 0) == (status.bytes_parsed_total, memory_read_itself(status.extensions))
+            # And while it runs: the rescan sees the new mtime, the check finds the bytes unchanged.
+            os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns + 10**9))
+            wait_for(
+                lambda: state_mtime(service.state_dir, path) == path.stat().st_mtime_ns, what="the touch seen"
+            )
+            status = service.wait_status(lambda s: True, "status")
+            assert (0, 0) == (status.bytes_parsed_total, memory_read_itself(status.extensions))
             assert stop_quickly(service) < STOP_SECONDS
+        with ServiceProcess([sessions], tmp_path / "archive").start() as service:
+            status = service.wait_status(
+                lambda s: s.catch_up is not None and s.catch_up.finished, "caught up"
+            )
+            assert (0, 0) == (status.bytes_parsed_total, memory_read_itself(status.extensions))
+            assert stop_quickly(service) < STOP_SECONDS
+
+
+def memory_read_itself(extensions: dict[str, dict[str, Any]]) -> int:
+    """The session bytes raw memory read on its own (not handed over by the records' reading)."""
+    memory = extensions["memory"]
+    return int(memory["bytes_read_itself"]) + int(memory["build_queued"])
+
+
+def state_mtime(state_dir: Path, path: Path) -> int | None:
+    """The mtime the service's saved cursor of ``path`` holds (its state database, read only)."""
+    with contextlib.closing(sqlite3.connect(f"file:{state_dir / 'state.sqlite3'}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT mtime_ns FROM files WHERE path = ?", (str(path),)).fetchone()
+    return None if row is None else int(row[0])
 
 
 @pytest.fixture

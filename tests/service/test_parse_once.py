@@ -6,6 +6,7 @@ JSON decoder of session lines is wrapped to count its calls (it still does the w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ from typing import Any
 import pytest
 
 import pbot_watch.pi.entries
-from pbot_watch.memory.index import MemorySync, refresh_memory
+from pbot_watch.archive.stamp import FileStamp
+from pbot_watch.memory.index import MemorySync, held_stamps, refresh_memory
 from pbot_watch.memory.listener import MemoryFollower
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.service.state import StateStore
@@ -63,6 +65,78 @@ def test_an_append_is_decoded_once(tmp_path: Path, decodes: list[int]) -> None:
         with SearchIndex(state_dir / "search.db") as index:
             refresh_memory(index, [sessions], again)
         assert (0, 0) == (again.files_read, again.bytes_read)
+    finally:
+        follower.close()
+        state.close()
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held-in-memory", "after-a-restart"])
+def test_a_touch_reads_nothing_for_raw_memory(tmp_path: Path, held: bool) -> None:
+    """A new mtime on unchanged bytes: the tailer's whole-file check tells raw memory, which reads nothing.
+
+    Raw memory's own cursor cannot tell a touch from a same-size rewrite, so before, the next
+    query or start read the whole file again. ``held``: the tailer still holds the file parsed
+    (its next read finds it unchanged), or it starts afresh from its saved cursor (a restart).
+    """
+    sessions = tmp_path / "sessions"
+    path = sessions / "ws" / "s.jsonl"
+    busy_session(path, turns=20)
+    state_dir = tmp_path / "state"
+    follower = MemoryFollower(state_dir)
+    state = StateStore(state_dir)
+
+    def tailer() -> Tailer:
+        return Tailer(
+            ArchiveWriter(central=tmp_path / "archive"),
+            state,
+            10,
+            on_entries=follower,
+            on_touched=follower.touched,
+        )
+
+    try:
+        first = tailer()
+        first.sync([path])
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        report = (first if held else tailer()).sync([path])
+        assert ([], 0) == (report.appended, follower.bytes_read)
+        again = MemorySync()
+        with SearchIndex(state_dir / "search.db") as index:
+            refresh_memory(index, [sessions], again)
+        assert (0, 0) == (again.files_read, again.bytes_read)
+    finally:
+        follower.close()
+        state.close()
+
+
+def test_a_same_size_rewrite_is_read_again_by_raw_memory(tmp_path: Path) -> None:
+    """The same with bytes changed mid-file: the check fails, the file is read again, raw memory follows it."""
+    sessions = tmp_path / "sessions"
+    path = sessions / "ws" / "s.jsonl"
+    busy_session(path, turns=60)
+    state_dir = tmp_path / "state"
+    follower = MemoryFollower(state_dir)
+    state = StateStore(state_dir)
+    tailer = Tailer(
+        ArchiveWriter(central=tmp_path / "archive"),
+        state,
+        10,
+        on_entries=follower,
+        on_touched=follower.touched,
+    )
+    try:
+        tailer.sync([path])
+        data = path.read_bytes()
+        at = data.index(b"question 30")
+        assert 4096 < at < len(data) - 1024  # outside the cursor's windows: only the whole check sees it
+        path.write_bytes(data[:at] + b"QUESTION 30" + data[at + 11 :])
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        assert [path] == tailer.sync([path]).appended
+        assert follower.fed == 2  # the whole file, then the whole file again
+        with SearchIndex(state_dir / "search.db") as index:
+            assert {path: FileStamp.of(path.stat())} == held_stamps(index)
     finally:
         follower.close()
         state.close()
