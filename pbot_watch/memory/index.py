@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import zlib
@@ -66,7 +67,7 @@ from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.database import Family, ensure_family
 from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
-from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_files
+from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_entries
 
 MEMORY_SCHEMA_VERSION = 13
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
@@ -1155,26 +1156,36 @@ def refresh_memory(
     """
     ensure_memory_tables(index)
     roots = list(roots)
-    roots_seen = [root.resolve() for root in roots]
+    # Every query (the CLI's first of all) asks this of every session file, so the comparison is
+    # of text and tuples: one read of what raw memory holds, one cached stat per file, no Path
+    # built or hashed for a file that did not change (``FileStamp`` equals a plain tuple).
+    held: dict[str, tuple[int, int, int]] = {}
+    pinned: set[str] = set()
+    for path, ino, size, mtime_ns, is_pinned in index.conn.execute(
+        "SELECT path, ino, size, mtime_ns, id IN (SELECT file FROM mem_pinned) FROM mem_files"
+    ):
+        held[path] = (ino, size, mtime_ns)
+        if is_pinned:
+            pinned.add(path)
     seen: set[str] = set()
-    held = held_stamps(index)
     stale: list[tuple[Path, int]] = []
     for root in roots:
         if not root.is_dir():
             continue
-        for path in iter_session_files(root, skipped):
-            seen.add(str(path))
-            stamp = _stamp(path)
-            if path in held and stamp == held[path]:
-                # What sync_memory_file would find for an open, an fstat and a query: every
-                # query (the CLI's first of all) asks this of every session file.
+        for name, entry in iter_session_entries(root, skipped):
+            seen.add(name)
+            stamp = _entry_stamp(entry)
+            was = held.get(name)
+            if stamp is not None and stamp == was:
+                # What sync_memory_file would find for an open, an fstat and a query.
                 continue
+            path = Path(name)
             if root in leave:
                 if left is not None:
                     left.append(path)
                 continue
             size = stamp.size if stamp is not None else 0
-            before = held[path].size if path in held else 0
+            before = was[1] if was is not None else 0
             stale.append((path, size - before if size > before else size))
     changed = 0
     done, total = 0, sum(size for _, size in stale)
@@ -1185,15 +1196,19 @@ def refresh_memory(
         done += size
     if progress is not None and stale:
         progress(total, total, "")
-    gone = [
-        p
-        for p, pinned in index.conn.execute("SELECT path, id IN (SELECT file FROM mem_pinned) FROM mem_files")
-        if p not in seen and not (pinned and _outside(Path(p), roots_seen) and _stamp(Path(p)) is not None)
-    ]
-    if gone:
-        with index.transaction():
-            for path in gone:
-                _drop_file(index.conn, path)
+    # Files held before this refresh that it did not see; those it synced it saw.
+    unseen = [p for p in held if p not in seen]
+    if unseen:
+        roots_seen = [root.resolve() for root in roots]
+        gone = [
+            p
+            for p in unseen
+            if not (p in pinned and _outside(Path(p), roots_seen) and _stamp(Path(p)) is not None)
+        ]
+        if gone:
+            with index.transaction():
+                for path in gone:
+                    _drop_file(index.conn, path)
     return changed
 
 
@@ -1206,6 +1221,14 @@ def _outside(path: Path, roots: list[Path]) -> bool:
 def _stamp(path: Path) -> FileStamp | None:
     try:
         return FileStamp.of(path.stat())
+    except OSError:
+        return None
+
+
+def _entry_stamp(entry: os.DirEntry[str]) -> FileStamp | None:
+    """``_stamp`` of a directory entry: its ``stat`` follows a symlink as ``Path.stat`` does."""
+    try:
+        return FileStamp.of(entry.stat())
     except OSError:
         return None
 

@@ -30,7 +30,7 @@ from pbot_watch.memory.texts import CHUNK_LINES, CHUNK_SLOTS, OVERFLOW_CHUNKS, P
 from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.index import INDEXED_CHARS, SearchIndex
-from pbot_watch.sources import WholeDigest, cursor_at
+from pbot_watch.sources import WholeDigest, cursor_at, iter_session_files
 from tests.support.pi_sessions import PiSession
 
 
@@ -129,6 +129,46 @@ def copy_of(data: bytes, path: Path) -> PiSession:
     path.write_bytes(data)
     w.file = path
     return w
+
+
+class TestRefreshChecks:
+    """``refresh_memory``'s per-query check: a stat per file against what raw memory holds."""
+
+    def test_the_files_held_are_named_as_their_paths_are_and_an_unchanged_one_is_not_read(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """From a relative root (``.``) too: held under ``str`` of the ``Path`` ``iter_session_files``
+        gives, so the next refresh finds every file unchanged and reads nothing."""
+        session(tmp_path / "sessions")
+        PiSession("sess-2", file=tmp_path / "sessions" / "s2.jsonl").user("a flat one", id="u1")
+        monkeypatch.chdir(tmp_path / "sessions")
+        root = Path(".")
+        with SearchIndex(tmp_path / "search.db") as index:
+            assert 2 == refresh_memory(index, [root])
+            held = sorted(path for (path,) in index.conn.execute("SELECT path FROM mem_files"))
+            assert sorted(str(p) for p in iter_session_files(root)) == held == ["s2.jsonl", "ws/s.jsonl"]
+            again = MemorySync()
+            assert 0 == refresh_memory(index, [root], again)
+            assert (0, 0) == (again.files_read, again.bytes_read)
+
+    def test_a_changed_file_is_read_and_a_gone_one_forgotten(self, tmp_path: Path) -> None:
+        """A touch (same size, new mtime) is read again (a same-size rewrite cannot be ruled out
+        without a whole fingerprint); a file deleted leaves; a new one comes in."""
+        session(tmp_path / "sessions")
+        path = tmp_path / "sessions" / "ws" / "s.jsonl"
+        with SearchIndex(tmp_path / "search.db") as index:
+            refresh_memory(index, [tmp_path / "sessions"])
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+            touched = MemorySync()
+            assert 1 == refresh_memory(index, [tmp_path / "sessions"], touched)
+            assert (1, 1) == (touched.files_read, search_memory(index, "budget").total)
+            PiSession("sess-2", file=tmp_path / "sessions" / "s2.jsonl").user("a walnut", id="u1")
+            path.unlink()
+            assert 1 == refresh_memory(
+                index, [tmp_path / "sessions"]
+            )  # the new one read, the gone one dropped
+            assert ["sess-2"] == [s for (s,) in index.conn.execute("SELECT session_id FROM mem_files")]
+            assert (0, 1) == (search_memory(index, "budget").total, search_memory(index, "walnut").total)
 
 
 class TestIncremental:
