@@ -18,22 +18,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from pbot_watch.catalog import Scope
 from pbot_watch.config import Settings, load_settings
-from pbot_watch.memory.index import (
-    MemoryProgress,
-    MemorySync,
-    ensure_memory_tables,
-    refresh_memory,
-    sync_memory_file,
-)
-from pbot_watch.memory.query import MemoryScope
 from pbot_watch.search.database import asked_again_on_damage, index_path, start_afresh
-from pbot_watch.search.discover import record_folders
 from pbot_watch.search.index import RecordFolder, SearchIndex
-from pbot_watch.service.status_file import roots_being_built
+
+if TYPE_CHECKING:  # imported where used: a history query needs no raw memory, a memory query no catalog
+    from pbot_watch.memory.index import MemoryProgress
+    from pbot_watch.memory.query import MemoryScope
 
 T = TypeVar("T")
 
@@ -95,8 +88,20 @@ def open_query(
         context = QueryContext(settings, index)
         skipped = context.skipped_files
         if history:
+            from pbot_watch.catalog import Scope  # noqa: PLC0415 - a memory query lists no record folders
+            from pbot_watch.search.discover import record_folders  # noqa: PLC0415
+
             context.folders = record_folders(index, settings.sessions, Scope.of(settings), skipped)
             context.warnings = index.update_from_archive(context.folders).warnings
+        if memory:
+            # Only a memory query reads session files into raw memory (a history query needs none of it).
+            from pbot_watch.memory.index import (  # noqa: PLC0415
+                MemorySync,
+                ensure_memory_tables,
+                refresh_memory,
+                sync_memory_file,
+            )
+            from pbot_watch.service.status_file import roots_being_built  # noqa: PLC0415
         if memory and scope is not None and scope.session_file is not None:
             ensure_memory_tables(index)
             report = MemorySync()

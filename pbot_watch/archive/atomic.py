@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 FILE_MODE = 0o600
@@ -52,6 +51,8 @@ def write_atomic(path: Path, data: bytes, mode: int = FILE_MODE, *, sync_dir: bo
     The temp name starts with a dot and ends in ``.tmp`` so that readers globbing ``*.json``
     never pick it up; a crash leaves at most such a file behind, which the next write ignores.
     """
+    import tempfile  # noqa: PLC0415 - a query process opens databases here (ensure_dir) and writes no file
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

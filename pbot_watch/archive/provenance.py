@@ -10,15 +10,19 @@ turns rewriting the record only to put their own name on it.
 from __future__ import annotations
 
 import getpass
-import socket
+import os
 from typing import Any
 
 FIELDS = ("machine", "user")
 
 
 def default_machine() -> str:
-    """The host's short name: stable across restarts, and not a secret."""
-    return socket.gethostname().split(".")[0] or "localhost"
+    """The host's short name: stable across restarts, and not a secret.
+
+    ``uname``'s node name is what ``socket.gethostname`` returns on Linux and macOS, without
+    importing ``socket`` into every process that loads the settings (each query command).
+    """
+    return os.uname().nodename.split(".")[0] or "localhost"
 
 
 def default_user() -> str:
