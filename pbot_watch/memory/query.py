@@ -840,20 +840,23 @@ def _kept_literal_page(
     candidates, params, exact = plan
     found = tallied(conn, needle)
     if found is None:
+        # Every visible text up to the newest source when the version is read, not only up to the
+        # snapshot: a source committed in between is then in the tally too (the page and the total
+        # stay the snapshot's, which ``_kept_page`` counts).
         seen = version(conn)
-        held, tested = _tested(index, needle, (candidates, params), scope.snapshot, exact=exact)
-        if not held:
+        first = _tested(index, needle, (candidates, params), _max_rowid(index), exact=exact)
+        if not first.held:
             return [], 0
-        if tested >= TALLY_MIN and register(
+        if first.count >= TALLY_MIN and register(
             conn,
             needle,
-            held,
+            first.held,
             seen,
-            lambda: _tested(index, needle, (candidates, params), _max_rowid(index), exact=exact)[0],
+            lambda: _tested_again(index, needle, (candidates, params), first, exact=exact),
         ):
             found = tallied(conn, needle)
         if found is None:
-            _fill_held(index, held)
+            _fill_held(index, first.held)
             return _kept_page(index, needle, scope, ("temp.mem_held", "1", ()), None, offset, limit)
     # The kept total counts every visible source: it is this search's when none came since its snapshot.
     total = found.total if found.newest <= scope.snapshot else None
@@ -862,10 +865,28 @@ def _kept_literal_page(
     )
 
 
+def _visible_candidates(sql: str) -> str:
+    """SQL of the visible sources' texts among the candidate texts ``sql``, up to a source row id (``?``)."""
+    return f"SELECT v.text FROM mem_visible v WHERE v.text IN ({sql}) AND v.rowid <= ?"
+
+
+@dataclass(frozen=True)
+class _Tested:
+    """What testing a needle's visible candidate texts found."""
+
+    held: set[int]
+    """The texts that hold the needle."""
+    count: int
+    """How many candidates there were."""
+    keys: dict[int, int]
+    """The ``mem_texts.key`` of each text read to test it, by id (none when the index is exact): an
+    id with the same key later is the same text (``tally.py``), whose answer stands."""
+
+
 def _tested(
-    index: SearchIndex, needle: str, candidates: tuple[str, tuple[Any, ...]], snapshot: int, *, exact: bool
-) -> tuple[set[int], int]:
-    """The visible candidate texts of ``needle`` that hold it, and how many candidates there were.
+    index: SearchIndex, needle: str, candidates: tuple[str, tuple[Any, ...]], newest: int, *, exact: bool
+) -> _Tested:
+    """The visible candidate texts of ``needle`` (of the sources up to ``newest``) that hold it.
 
     One statement, its rows streamed (a text at a time in memory); a capped text is read line by
     line (``text_lines``), never whole. ``exact``: the index is exact for the needle
@@ -873,28 +894,50 @@ def _tested(
     """
     conn = index.conn
     sql, params = candidates
-    visible = f"SELECT v.text FROM mem_visible v WHERE v.text IN ({sql}) AND v.rowid <= ?"
+    visible = _visible_candidates(sql)
     if exact:
-        texts = {text for (text,) in conn.execute(visible, (*params, snapshot))}
+        texts = {text for (text,) in conn.execute(visible, (*params, newest))}
         capped = texts & _capped_texts(index)
-        return texts - capped | _confirmed(index, needle, capped, capped), len(texts)
+        return _Tested(texts - capped | _confirmed(index, needle, capped, capped), len(texts), {})
     encoded = needle.encode("utf-8", "surrogatepass")
     codec = text_codec(conn)
     held: set[int] = set()
-    tested = 0
-    for text, is_capped, data, packed in conn.execute(
-        "SELECT t.rowid, t.capped, CASE WHEN t.capped THEN NULL ELSE t.data END, t.packed FROM mem_texts t "
+    keys: dict[int, int] = {}
+    for text, key, is_capped, data, packed in conn.execute(
+        "SELECT t.rowid, t.key, t.capped, CASE WHEN t.capped THEN NULL ELSE t.data END, t.packed FROM mem_texts t "
         f"WHERE t.rowid IN ({visible})",
-        (*params, snapshot),
+        (*params, newest),
     ):
-        tested += 1
+        keys[text] = key
         if is_capped:
             found = bool(_streamed_lines_with(text_lines(conn, text), needle, every=False))
         else:
             found = holds(codec.unpacked_bytes(data, packed), needle, encoded)
         if found:
             held.add(text)
-    return held, tested
+    return _Tested(held, len(keys), keys)
+
+
+def _tested_again(
+    index: SearchIndex, needle: str, candidates: tuple[str, tuple[Any, ...]], first: _Tested, *, exact: bool
+) -> set[int]:
+    """``_tested`` of every visible source now, in the write transaction that registers a tally after
+    something was committed since ``first``: only the texts ``first`` did not read are read.
+
+    A text ``first`` read answers the same under the same id and key; a text that became visible
+    since, or an id that names another text now, is read and tested. Where the index is exact only
+    capped texts are read anyway, so that test is just made again.
+    """
+    if exact:
+        return _tested(index, needle, candidates, _max_rowid(index), exact=True).held
+    sql, params = candidates
+    now = index.conn.execute(
+        f"SELECT t.rowid, t.key FROM mem_texts t WHERE t.rowid IN ({_visible_candidates(sql)})",
+        (*params, _max_rowid(index)),
+    ).fetchall()
+    fresh = [text for text, key in now if first.keys.get(text) != key]
+    kept = {text for text, key in now if first.keys.get(text) == key and text in first.held}
+    return kept | _confirmed(index, needle, fresh, _capped_texts(index))
 
 
 def _fill_held(index: SearchIndex, held: Iterable[int]) -> None:

@@ -225,3 +225,58 @@ def test_a_text_holds_a_needle_as_a_lower_cased_line_would(text: str, needle: st
         for ident, _ in writer.rows
     }
     assert held == {needles[ident - 1] for ident in expected} & set(storable)
+
+
+@pytest.mark.parametrize("moments", [("version",), ("read",), ("version", "read")])
+def test_a_tally_registered_after_a_writer_committed_holds_what_it_wrote(
+    tmp_path: Path, tally_all: None, moments: tuple[str, ...]
+) -> None:
+    """The service appends (and forks) while a search runs: the tally that search registers holds
+    the texts written since, not only those up to its snapshot or those it read.
+
+    The writer commits as the search reads the database's version (after its snapshot: the
+    search reads these sources but does not show them), or as it reads the candidates (then the
+    tally is completed in its write transaction), or both.
+    """
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    for n in range(4):
+        session.user(f"question {n} about ECONNRESET")
+        session.assistant(f"answer {n}: retry the npm test")
+    with SearchIndex(tmp_path / "search.db") as index, SearchIndex(tmp_path / "search.db") as writer:
+        corpus.sync(index)
+        armed: list[str] = []
+        written: list[str] = []
+
+        def traced(statement: str) -> None:
+            if statement.startswith("BEGIN"):  # registering: the writer would wait for it
+                moments_left.clear()
+            elif statement.startswith("PRAGMA data_version") and "version" in moments_left:
+                moments_left.remove("version")
+                armed.append(statement)
+            elif "WHERE v.text IN (" in statement and "read" in moments_left:
+                moments_left.remove("read")
+                armed.append(statement)
+
+        def midway() -> int:
+            if armed:
+                armed.clear()
+                session.assistant(f"answer {len(written)}: retry the npm test again")
+                corpus.new_session(session).user("a forked retry the npm test")
+                corpus.sync(writer)
+                written.append("written")
+            return 0
+
+        for needle in ("retry the", "npm"):  # the texts read to confirm, and the index exact
+            written.clear()
+            moments_left = list(moments)
+            index.conn.set_trace_callback(traced)
+            index.conn.set_progress_handler(midway, 1)
+            try:
+                search_memory(index, needle)
+            finally:
+                index.conn.set_trace_callback(None)
+                index.conn.set_progress_handler(None, 0)
+            assert len(written) == len(moments), "the writer committed during the search"
+            assert tally.tallied(index.conn, needle) is not None
+            check(index, needle)
