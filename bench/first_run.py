@@ -341,6 +341,15 @@ def parsed_bytes(state: Path) -> int | None:
     return int(status.get("bytes_parsed_total", 0)) + int(memory.get("bytes_read_itself", 0))
 
 
+def status_caught_up(state: Path) -> bool:
+    """Whether the service's status file was written after it caught up (its counts are final)."""
+    try:
+        status = json.loads((state / "status.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool((status.get("catch_up") or {}).get("finished"))
+
+
 def _until(check: Any, timeout: float = APPEND_TIMEOUT_S) -> float | None:
     """Seconds until ``check()`` holds (polled), ``None`` after ``timeout``."""
     start = time.perf_counter()
@@ -363,6 +372,9 @@ def appends_after_catch_up(root: Path, state: Path, restore: dict[Path, int]) ->
     oldest = min(root.rglob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
     restore[oldest] = oldest.stat().st_size
     run_id = f"{os.getpid()}{time.time_ns() % 10**6}"
+    # The status file is rewritten every few seconds: one written before the last builds were
+    # stored counts them after the append (a 532-byte append once showed 3.3 MB parsed).
+    _until(lambda: status_caught_up(state), timeout=15)
     before = parsed_bytes(state)
     appended = append_exchange(oldest, f"zqxfirst{run_id}")
     first = _until(lambda: searchable(db, f"zqxfirst{run_id}"))
