@@ -120,6 +120,10 @@ class RecordEncoder:
                 self._total -= dropped
         return b"{" + b",".join(fields) + b"}\n"
 
+    def holds(self, path: Path) -> bool:
+        """Whether the JSON of ``path``'s last write is kept (its next ``encode`` needs no ``read``)."""
+        return path in self._kept
+
     def forget(self, path: Path | None = None) -> None:
         """Drop what is kept of ``path`` (a write that failed), or of every record."""
         if path is None:

@@ -326,12 +326,14 @@ class ArchiveStore:
             return "unchanged", path
         read = None
         if (
-            path not in self._written
+            (path not in self._written or not self._encoder.holds(path))
             and cached is not None
             and cached[1] is previous
             and cached[0] is not None
         ):
-            # The first write of this record here: what changed is told against the file as read.
+            # The first write of this record here, or the first since its parsed state was dropped
+            # (``forget_cached``: every file a catch-up read): what changed is told against the
+            # file as read, and its stamp is the base the search index must hold for that to do.
             self._written[path] = cached[0]
             read = previous
         self.write(path, record, read=read, read_json=self._read_json.pop(path, None) if read else None)

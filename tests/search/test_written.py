@@ -103,6 +103,17 @@ class Grower:
         return path if outcome == "written" else None
 
 
+def _ends_as_reference(tmp_path: Path, live: SearchIndex, path: Path, found: Written) -> None:
+    """``live`` (``live.db``) takes the hand-over ``found`` and holds what an index built from the file does."""
+    assert live.update_written(path, found)
+    live.close()
+    reference = SearchIndex(tmp_path / "ref.db")
+    reference.update_record(path)
+    reference.close()
+    assert contents(tmp_path / "live.db")[0] == contents(tmp_path / "ref.db")[0]
+    assert contents(tmp_path / "live.db")[2] == contents(tmp_path / "ref.db")[2]
+
+
 def _names_a_few_nodes(found: Written | None) -> None:
     """The hand-over of one appended turn says what it changed against a base, and that is a few nodes."""
     assert found is not None
@@ -177,6 +188,31 @@ class TestFromTheWriter:
         _names_a_few_nodes(grower.fresh.take(path))
 
     @pytest.mark.parametrize("marked", [False, True])
+    def test_the_first_write_after_its_state_was_dropped_names_what_changed(
+        self, tmp_path: Path, marked: bool
+    ) -> None:
+        """The service drops what it holds of the files a catch-up read (``forget_cached``); the
+        next append to one names its change against the record it reads back (the whole record
+        was handed over, and compared node by node in the index, before), and the index ends equal."""
+        marks = WrittenMarks(tmp_path / "marks") if marked else None
+        grower = Grower(tmp_path)
+        grower.store.marks = marks
+        live = SearchIndex(tmp_path / "live.db")
+        path = grower.turns(40)
+        found = grower.fresh.take(path)
+        assert found is not None
+        live.update_written(path, found)
+        grower.store.forget_cached()
+        path = grower.turns(1)
+        found = grower.fresh.take(path)
+        _names_a_few_nodes(found)
+        assert found is not None
+        assert grower.store.encoder.from_file == (
+            len(found.record["nodes"]) - len(found.changed or ()) if marked else 0
+        )
+        _ends_as_reference(tmp_path, live, path, found)
+
+    @pytest.mark.parametrize("marked", [False, True])
     def test_the_first_write_after_a_start_names_what_changed_since_the_file(
         self, tmp_path: Path, marked: bool
     ) -> None:
@@ -199,10 +235,4 @@ class TestFromTheWriter:
             len(found.record["nodes"]) - len(found.changed) if marked else 0
         )
         assert found is not None
-        assert live.update_written(path, found)
-        live.close()
-        reference = SearchIndex(tmp_path / "ref.db")
-        reference.update_record(path)
-        reference.close()
-        assert contents(tmp_path / "live.db")[0] == contents(tmp_path / "ref.db")[0]
-        assert contents(tmp_path / "live.db")[2] == contents(tmp_path / "ref.db")[2]
+        _ends_as_reference(tmp_path, live, path, found)
