@@ -158,6 +158,34 @@ class TestSearch:
         assert hits and hits[0].score is not None
         assert "budget" in hits[0].snippet.lower()
 
+    def test_terms_ranking_kept_until_a_commit(
+        self, tmp_path: Path, index: SearchIndex, session: PiSession, roots: Path
+    ) -> None:
+        """An open index answers a repeated unscoped terms search, and its next page, from the
+        ranking it kept, and ranks again once anything is committed (here, by another connection
+        and then by its own refresh): every answer equals a fresh connection's.
+        """
+        db = tmp_path / "state" / "search.db"
+
+        def fresh(after: str | None = None) -> object:
+            with SearchIndex(db) as other:
+                return search_memory(other, "budget validation", match="terms", limit=1, after=after)
+
+        first = search_memory(index, "budget validation", match="terms", limit=1)
+        assert first.total >= 2 and first.next_cursor is not None
+        assert first == search_memory(index, "budget validation", match="terms", limit=1) == fresh()
+        second = search_memory(index, "budget validation", match="terms", limit=1, after=first.next_cursor)
+        assert second == fresh(first.next_cursor) and second.hits != first.hits
+        session.user("the budget validation passed", id="u9")
+        with SearchIndex(db) as writer:
+            refresh_memory(writer, [roots])
+        grown = search_memory(index, "budget validation", match="terms", limit=1)
+        assert grown.total == first.total + 1 and grown == fresh()
+        session.user("budget validation once more", id="u10")
+        refresh_memory(index, [roots])
+        again = search_memory(index, "budget validation", match="terms", limit=1)
+        assert again.total == first.total + 2 and again == fresh()
+
 
 class TestRecall:
     def test_whole_lines_and_continuation(self, index: SearchIndex) -> None:
