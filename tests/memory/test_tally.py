@@ -25,6 +25,7 @@ from pbot_watch.memory.query import _CONTEXT_ORDER, _desc, _max_rowid, _walked_s
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.pages import MAX_MEMORY_PAGE
 from tests.memory.test_kept_scope import STEPS, Corpus, Step
+from tests.support.pi_sessions import PiSession
 
 NEEDLES = ["econnreset", "timeout after", "question 1", "npm"]
 """Needles of more than three characters (the texts are read to confirm) and one of three (the index is exact)."""
@@ -62,6 +63,16 @@ def check(index: SearchIndex, needle: str) -> None:
         assert [hit.handle for hit in second.hits] == expected[2:4], needle
 
 
+def asked(tmp_path: Path, exchanges: int) -> tuple[Corpus, PiSession]:
+    """One session of ``exchanges`` questions and answers, each answer holding "retry the npm test"."""
+    corpus = Corpus(tmp_path / "sessions")
+    session = corpus.sessions[0][1]
+    for n in range(exchanges):
+        session.user(f"question {n} about ECONNRESET")
+        session.assistant(f"answer {n}: retry the npm test")
+    return corpus, session
+
+
 @pytest.fixture
 def tally_all(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every needle with a candidate is tallied (the corpus is small)."""
@@ -87,11 +98,7 @@ def test_a_tally_equals_a_full_count_after_any_changes(
 
 
 def test_a_tally_is_read_instead_of_the_texts(tmp_path: Path, tally_all: None) -> None:
-    corpus = Corpus(tmp_path / "sessions")
-    session = corpus.sessions[0][1]
-    for n in range(5):
-        session.user(f"question {n} about ECONNRESET")
-        session.assistant(f"answer {n}: retry the npm test")
+    corpus, session = asked(tmp_path, 5)
     with SearchIndex(tmp_path / "search.db") as index:
         corpus.sync(index)
         assert search_memory(index, "retry the").total == 5
@@ -153,11 +160,7 @@ def test_a_compaction_another_process_writes_relabels_the_next_search(
     tmp_path: Path, tally_all: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(query, "WALK_FROM", 1)  # the page walked, its boundaries kept between searches
-    corpus = Corpus(tmp_path / "sessions")
-    session = corpus.sessions[0][1]
-    for n in range(6):
-        session.user(f"question {n} about ECONNRESET")
-        session.assistant(f"answer {n}: retry the npm test")
+    corpus, session = asked(tmp_path, 6)
     with SearchIndex(tmp_path / "search.db") as reader, SearchIndex(tmp_path / "search.db") as writer:
         corpus.sync(writer)
         assert {hit.context for hit in search_memory(reader, "retry the").hits} == {"retained"}
@@ -238,11 +241,7 @@ def test_a_tally_registered_after_a_writer_committed_holds_what_it_wrote(
     search reads these sources but does not show them), or as it reads the candidates (then the
     tally is completed in its write transaction), or both.
     """
-    corpus = Corpus(tmp_path / "sessions")
-    session = corpus.sessions[0][1]
-    for n in range(4):
-        session.user(f"question {n} about ECONNRESET")
-        session.assistant(f"answer {n}: retry the npm test")
+    corpus, session = asked(tmp_path, 4)
     with SearchIndex(tmp_path / "search.db") as index, SearchIndex(tmp_path / "search.db") as writer:
         corpus.sync(index)
         armed: list[str] = []
