@@ -150,8 +150,21 @@ class Tallied:
     """The highest source row id in the same read: ``total`` counts the sources up to it."""
 
 
+def keepable(needle: str) -> bool:
+    """Whether SQLite can keep ``needle`` as a tally's key: not a needle with a lone surrogate (a
+    query's ``\ud800`` escape, as JSON allows), which is always counted from the texts.
+    """
+    try:
+        needle.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def tallied(conn: sqlite3.Connection, needle: str) -> Tallied | None:
     """``needle``'s tally, or ``None`` when it has none; marks it used (now and then)."""
+    if not keepable(needle):
+        return None
     row = conn.execute(
         "SELECT id, used, total, (SELECT coalesce(max(rowid), 0) FROM mem_sources) FROM mem_tallies WHERE needle = ?",
         (needle,),
@@ -185,6 +198,8 @@ def register(
     write transaction, so no writer adds a visible text between the count and the tally. Nothing
     is kept when the lock is not had within ``REGISTER_WAIT_MS`` or the database is read-only.
     """
+    if not keepable(needle):
+        return None
 
     def work() -> int:
         now = int(time.time())
@@ -250,6 +265,8 @@ def _try_write(conn: sqlite3.Connection, work: Callable[[], T]) -> T | None:
 
 def forget_tally(conn: sqlite3.Connection, needle: str) -> None:
     """Drop ``needle``'s tally (the next search of it counts from the texts again), in a write transaction."""
+    if not keepable(needle):
+        return
     with transaction(conn):
         conn.execute("DELETE FROM mem_tallies WHERE needle = ?", (needle,))
         conn.execute("DELETE FROM mem_tally_texts WHERE tally NOT IN (SELECT id FROM mem_tallies)")

@@ -9,6 +9,7 @@ on each file's branch walked from its entries, its whole text read and tested li
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from pbot_watch.memory import query, tally
 from pbot_watch.memory.handles import make_handle
-from pbot_watch.memory.index import source_text
+from pbot_watch.memory.index import source_text, sync_memory_file
 from pbot_watch.memory.query import _CONTEXT_ORDER, _desc, _max_rowid, _walked_scope, search_memory
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.pages import MAX_MEMORY_PAGE
@@ -279,3 +280,24 @@ def test_a_tally_registered_after_a_writer_committed_holds_what_it_wrote(
             assert len(written) == len(moments), "the writer committed during the search"
             assert tally.tallied(index.conn, needle) is not None
             check(index, needle)
+
+
+def test_a_needle_with_a_lone_surrogate_is_counted_never_tallied(tmp_path: Path, tally_all: None) -> None:
+    """A query's lone surrogate (JSON's ``\\ud800``, as an MCP client may send) cannot be a
+    tally's key in SQLite: such a needle is counted from the texts every time, as exactly."""
+    session = PiSession(cwd=str(tmp_path))
+    for n in range(5):
+        session.turn(f"question {n} ab\ud800cd", f"answer {n}")
+    path = tmp_path / "sessions" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    # As Node's JSON.stringify writes a lone surrogate: escaped.
+    path.write_bytes(b"".join(json.dumps(entry).encode() + b"\n" for entry in session.lines()))
+    with SearchIndex(tmp_path / "search.db") as index:
+        sync_memory_file(index, path)
+        for _ in range(2):
+            result = search_memory(index, "b\ud800c")
+            assert result.total == 5
+            assert "ab\ud800cd" in result.hits[0].snippet
+        assert tally.tallied(index.conn, "b\ud800c") is None
+        assert not index.conn.execute("SELECT 1 FROM mem_tallies").fetchone()
+        tally.forget_tally(index.conn, "b\ud800c")  # nothing to drop, and no error
