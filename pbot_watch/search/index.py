@@ -221,6 +221,8 @@ class SearchIndex:
         self.rules = rules
         self.conn = self._functions(self._open(path, rules))
         self._unreadable: list[str] = []
+        # Made by ``_prepare_huge`` for one ``update_written``: id(node) -> (node, seq, row values, FTS columns).
+        self._prepared: dict[int, tuple[Any, int, dict[str, Any], tuple[str, str, str] | None]] = {}
 
     # ---- opening ----------------------------------------------------------------------
     @classmethod
@@ -415,6 +417,13 @@ class SearchIndex:
         kept); otherwise every node is, from the record in memory. A file changed since (by
         another tool) is read as ``update_record`` reads it.
         """
+        self._prepare_huge(written)
+        try:
+            return self._update_written(path, written, workspace)
+        finally:
+            self._prepared.clear()
+
+    def _update_written(self, path: Path, written: Written, workspace: str | None) -> bool:
         with self.transaction():
             folder = self._record_folder(path, workspace)
             st = _stat(path)
@@ -431,6 +440,36 @@ class SearchIndex:
             delta = written.delta if at_base else None
             self._store_record(path, folder, written.record, st, row, only, delta)
             return True
+
+    def _prepare_huge(self, written: Written) -> None:
+        """The row values and FTS columns of the written record's changed texts over
+        ``INDEXED_CHARS``, made before the write transaction, which then only looks them up.
+
+        They are pure functions of the node (scrub, the lone-surrogate check, the terms of the
+        capped head): for a pasted 50 MB log they took 1 s of the 1.6 s search.db's write lock
+        was held, and the service's reading thread waited that long to store an append to
+        another session in raw memory. Kept by the node's identity, for this one call.
+        """
+        nodes = written.record.get("nodes")
+        if not isinstance(nodes, list):
+            return
+        for seq, raw in enumerate(nodes):
+            if not isinstance(raw, dict) or len(_str(raw.get("text"))) <= INDEXED_CHARS:
+                continue
+            if written.changed is not None and raw.get("id") not in written.changed:
+                continue
+            node = _node_values(raw, seq)
+            if node is None:
+                continue
+            terms = self._terms_columns(0, node["text"], node["level"])[1:] if node["searchable"] else None
+            self._prepared[id(raw)] = (raw, seq, node, terms)
+
+    def _values(self, raw: Any, seq: int) -> dict[str, Any] | None:
+        """``_node_values``, or what ``_prepare_huge`` made of this very node at this place."""
+        prepared = self._prepared.get(id(raw))
+        if prepared is not None and prepared[0] is raw and prepared[1] == seq:
+            return prepared[2]
+        return _node_values(raw, seq)
 
     def _record_folder(self, path: Path, workspace: str | None) -> RecordFolder:
         """The known folder of record ``path`` (made known now if it was not), with its workspace."""
@@ -591,7 +630,7 @@ class SearchIndex:
                     if held[5] != seq:
                         moved.append((seq, held[0]))
                     continue
-            node = _node_values(raw, seq)
+            node = self._values(raw, seq)
             if node is None or node["id"] in seen:
                 continue
             seen.add(node["id"])
@@ -648,6 +687,9 @@ class SearchIndex:
         self._fts_insert(fts_in)
 
     def _terms_columns(self, rowid: int, text: str, level: int) -> tuple[int, str, str, str]:
+        for _raw, _seq, node, terms in self._prepared.values():
+            if terms is not None and node["text"] is text and node["level"] == level:
+                return (rowid, *terms)
         head = text[:INDEXED_CHARS]
         if level != 0:
             return rowid, "", "", document(head, self.rules)
