@@ -70,6 +70,17 @@ def test_an_append_is_decoded_once(tmp_path: Path, decodes: list[int]) -> None:
         state.close()
 
 
+def touch_following_tailer(tmp_path: Path, state: StateStore, follower: MemoryFollower) -> Tailer:
+    """The service's tailer with raw memory following its reads and its touch checks."""
+    return Tailer(
+        ArchiveWriter(central=tmp_path / "archive"),
+        state,
+        10,
+        on_entries=follower,
+        on_touched=follower.touched,
+    )
+
+
 @pytest.mark.parametrize("held", [True, False], ids=["held-in-memory", "after-a-restart"])
 def test_a_touch_reads_nothing_for_raw_memory(tmp_path: Path, held: bool) -> None:
     """A new mtime on unchanged bytes: the tailer's whole-file check tells raw memory, which reads nothing.
@@ -86,13 +97,7 @@ def test_a_touch_reads_nothing_for_raw_memory(tmp_path: Path, held: bool) -> Non
     state = StateStore(state_dir)
 
     def tailer() -> Tailer:
-        return Tailer(
-            ArchiveWriter(central=tmp_path / "archive"),
-            state,
-            10,
-            on_entries=follower,
-            on_touched=follower.touched,
-        )
+        return touch_following_tailer(tmp_path, state, follower)
 
     try:
         first = tailer()
@@ -118,13 +123,7 @@ def test_a_same_size_rewrite_is_read_again_by_raw_memory(tmp_path: Path) -> None
     state_dir = tmp_path / "state"
     follower = MemoryFollower(state_dir)
     state = StateStore(state_dir)
-    tailer = Tailer(
-        ArchiveWriter(central=tmp_path / "archive"),
-        state,
-        10,
-        on_entries=follower,
-        on_touched=follower.touched,
-    )
+    tailer = touch_following_tailer(tmp_path, state, follower)
     try:
         tailer.sync([path])
         data = path.read_bytes()
