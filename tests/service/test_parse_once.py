@@ -61,13 +61,18 @@ def test_an_append_is_decoded_once(tmp_path: Path, decodes: list[int]) -> None:
             assert (2, 2) == (appended, decodes[0])
             assert path.stat().st_size == memory_offset(state_dir / "search.db", path)
         assert (4, 0) == (follower.fed, follower.bytes_read)
-        again = MemorySync()
-        with SearchIndex(state_dir / "search.db") as index:
-            refresh_memory(index, [sessions], again)
-        assert (0, 0) == (again.files_read, again.bytes_read)
+        assert_a_query_reads_nothing(state_dir, sessions)
     finally:
         follower.close()
         state.close()
+
+
+def assert_a_query_reads_nothing(state_dir: Path, sessions: Path) -> None:
+    """A query's refresh of raw memory finds every file held as it is: no file, no byte read."""
+    again = MemorySync()
+    with SearchIndex(state_dir / "search.db") as index:
+        refresh_memory(index, [sessions], again)
+    assert (0, 0) == (again.files_read, again.bytes_read)
 
 
 def touch_following_tailer(tmp_path: Path, state: StateStore, follower: MemoryFollower) -> Tailer:
@@ -106,10 +111,7 @@ def test_a_touch_reads_nothing_for_raw_memory(tmp_path: Path, held: bool) -> Non
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
         report = (first if held else tailer()).sync([path])
         assert ([], 0) == (report.appended, follower.bytes_read)
-        again = MemorySync()
-        with SearchIndex(state_dir / "search.db") as index:
-            refresh_memory(index, [sessions], again)
-        assert (0, 0) == (again.files_read, again.bytes_read)
+        assert_a_query_reads_nothing(state_dir, sessions)
     finally:
         follower.close()
         state.close()
