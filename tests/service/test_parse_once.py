@@ -7,7 +7,8 @@ JSON decoder of session lines is wrapped to count its calls (it still does the w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +76,30 @@ def assert_a_query_reads_nothing(state_dir: Path, sessions: Path) -> None:
     assert (0, 0) == (again.files_read, again.bytes_read)
 
 
-def touch_following_tailer(tmp_path: Path, state: StateStore, follower: MemoryFollower) -> Tailer:
-    """The service's tailer with raw memory following its reads and its touch checks."""
-    return Tailer(
-        ArchiveWriter(central=tmp_path / "archive"),
-        state,
-        10,
-        on_entries=follower,
-        on_touched=follower.touched,
-    )
+@contextmanager
+def touch_followed(tmp_path: Path, turns: int) -> Iterator[tuple[Path, MemoryFollower, Callable[[], Tailer]]]:
+    """A session file of ``turns`` turns, raw memory's follower, and a maker of the service's
+    tailer with that follower taking its reads and its touch checks (one state between them)."""
+    path = tmp_path / "sessions" / "ws" / "s.jsonl"
+    busy_session(path, turns=turns)
+    state_dir = tmp_path / "state"
+    follower = MemoryFollower(state_dir)
+    state = StateStore(state_dir)
+
+    def tailer() -> Tailer:
+        return Tailer(
+            ArchiveWriter(central=tmp_path / "archive"),
+            state,
+            10,
+            on_entries=follower,
+            on_touched=follower.touched,
+        )
+
+    try:
+        yield path, follower, tailer
+    finally:
+        follower.close()
+        state.close()
 
 
 @pytest.mark.parametrize("held", [True, False], ids=["held-in-memory", "after-a-restart"])
@@ -94,39 +110,20 @@ def test_a_touch_reads_nothing_for_raw_memory(tmp_path: Path, held: bool) -> Non
     query or start read the whole file again. ``held``: the tailer still holds the file parsed
     (its next read finds it unchanged), or it starts afresh from its saved cursor (a restart).
     """
-    sessions = tmp_path / "sessions"
-    path = sessions / "ws" / "s.jsonl"
-    busy_session(path, turns=20)
-    state_dir = tmp_path / "state"
-    follower = MemoryFollower(state_dir)
-    state = StateStore(state_dir)
-
-    def tailer() -> Tailer:
-        return touch_following_tailer(tmp_path, state, follower)
-
-    try:
+    with touch_followed(tmp_path, turns=20) as (path, follower, tailer):
         first = tailer()
         first.sync([path])
         st = path.stat()
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
         report = (first if held else tailer()).sync([path])
         assert ([], 0) == (report.appended, follower.bytes_read)
-        assert_a_query_reads_nothing(state_dir, sessions)
-    finally:
-        follower.close()
-        state.close()
+        assert_a_query_reads_nothing(tmp_path / "state", tmp_path / "sessions")
 
 
 def test_a_same_size_rewrite_is_read_again_by_raw_memory(tmp_path: Path) -> None:
     """The same with bytes changed mid-file: the check fails, the file is read again, raw memory follows it."""
-    sessions = tmp_path / "sessions"
-    path = sessions / "ws" / "s.jsonl"
-    busy_session(path, turns=60)
-    state_dir = tmp_path / "state"
-    follower = MemoryFollower(state_dir)
-    state = StateStore(state_dir)
-    tailer = touch_following_tailer(tmp_path, state, follower)
-    try:
+    with touch_followed(tmp_path, turns=60) as (path, follower, tailers):
+        tailer = tailers()
         tailer.sync([path])
         data = path.read_bytes()
         at = data.index(b"question 30")
@@ -136,8 +133,5 @@ def test_a_same_size_rewrite_is_read_again_by_raw_memory(tmp_path: Path) -> None
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
         assert [path] == tailer.sync([path]).appended
         assert follower.fed == 2  # the whole file, then the whole file again
-        with SearchIndex(state_dir / "search.db") as index:
+        with SearchIndex(tmp_path / "state" / "search.db") as index:
             assert {path: FileStamp.of(path.stat())} == held_stamps(index)
-    finally:
-        follower.close()
-        state.close()
