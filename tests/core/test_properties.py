@@ -355,3 +355,25 @@ class TestIncrementalRecord:
         assert json.dumps(second) == json.dumps(index_history(history, json.loads(json.dumps(first))))
         kept = {id(n) for n in first["nodes"]}
         assert sum(id(n) in kept for n in second["nodes"]) > len(first["nodes"]) * 3 // 4
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(st.characters(exclude_categories=())),  # lone surrogates too
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+class TestRecordBytes:
+    @SETTINGS
+    @given(value=_JSON_VALUES)
+    def test_fast_encoding_gives_json_dumps_bytes(self, value: Any) -> None:
+        """Records are written through msgspec when they can be; the bytes are ``json.dumps``'s,
+        lone surrogates escaped the way ``JSON.stringify`` escapes them, floats or not."""
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        expected = "".join(f"\\u{ord(ch):04x}" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text).encode()
+        assert dumps_utf8(value) == expected
