@@ -14,7 +14,7 @@ Files the service has no bytes to read for at start but raw memory lacks (a firs
 upgrade) are read by ``MemoryFollower.sync`` during the catch-up.
 
 A whole file (a first read of at least ``BUILD_FROM`` bytes, a rewrite, a file only raw memory
-lacks) is not stored on this thread: it is queued for the build worker (``memory/build.py``),
+lacks, a read of ``BUILD_READ_FROM`` bytes that is most of its file) is not stored on this thread: it is queued for the build worker (``memory/build.py``),
 which reads and prepares it on the second core; ``collect``, called by the service between its
 reads, stores what the worker made. Appends, the live path, are stored here as they are read.
 """
@@ -44,6 +44,9 @@ SLOW_STORE_SECONDS = 1.0
 BUILD_FROM = 64 << 10
 """A whole-file read at least this long is built by the worker; a shorter one (a new session's
 first lines) is stored at once, which is sooner than a trip through the worker."""
+BUILD_READ_FROM = 8 << 20
+"""A read this long that is also most of its file (a huge paste into a young session) is built
+by the worker too: rebuilding the file costs it at most twice the read, on the other core."""
 
 
 class MemoryFollower:
@@ -84,6 +87,12 @@ class MemoryFollower:
                 self.builder().add(read.path)
                 self._submit()
                 return
+        elif self.build_from is not None and _mostly_new(read.start, read.cursor.offset):
+            # A 50 MB paste after the header: extracting it here would hold the reading thread
+            # (and every other session's append) for seconds; the worker rebuilds the file.
+            self.builder().add(read.path)
+            self._submit()
+            return
         if feed_memory(
             index,
             read.path,
@@ -217,6 +226,11 @@ class MemoryFollower:
         if self._builder is not None:
             self._builder.close()
         self.index.close()
+
+
+def _mostly_new(start: int, end: int) -> bool:
+    """Whether a read of ``start..end`` is long and more than what came before it in the file."""
+    return end - start >= BUILD_READ_FROM and end - start > start
 
 
 def _size(path: Path) -> int:

@@ -16,6 +16,8 @@ from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.memory.query import search_memory
 from pbot_watch.memory.texts import TRAIN_TEXTS
 from pbot_watch.search.index import SearchIndex
+from pbot_watch.service.state import StateStore
+from pbot_watch.service.tail import ArchiveWriter, Tailer
 from tests.memory.test_index import busy_session, memory_state
 from tests.service.test_odd_files import pasted_log
 from tests.support.pi_sessions import PiSession
@@ -159,6 +161,35 @@ class TestHostileFiles:
             assert follower.index.use(lambda index: search_memory(index, "id=654321 ").total) == 1
         finally:
             follower.close()
+
+    def test_a_huge_paste_after_the_header_goes_to_the_worker(self, tmp_path: Path) -> None:
+        """A read of a 9 MB paste that is most of its file is not extracted on the reading thread
+        (every other session's append would wait for it): the worker rebuilds the file, rows as inline."""
+        path = tmp_path / "sessions" / "ws" / "s.jsonl"
+        w = PiSession("sess-paste", file=path)
+        w.user("a first small question", id="u0")
+        state_dir = tmp_path / "state"
+        follower = MemoryFollower(state_dir, build_from=BUILD_FROM)
+        state = StateStore(state_dir)
+        tailer = Tailer(ArchiveWriter(central=tmp_path / "archive"), state, 10, on_entries=follower)
+        try:
+            tailer.sync([path])
+            assert (follower.fed, follower.pending()) == (1, 0)  # a young session's lines: stored at once
+            w.user("please read this log:\n" + pasted_log(9), id="u1")
+            w.assistant("zqxread the log", id="r1")
+            for _ in range(50):  # the service's visits: a line over a read's budget takes several
+                tailer.sync([path])
+                if follower.pending():
+                    break
+            assert follower.pending() == 1
+            wait_collected(follower)
+            with SearchIndex(tmp_path / "inline.db") as index:
+                refresh_memory(index, [path.parent])
+                inline = memory_state(index)
+            assert follower.index.use(memory_state) == inline
+        finally:
+            follower.close()
+            state.close()
 
     def test_a_killed_worker_is_replaced_and_its_file_tried_again(self, tmp_path: Path) -> None:
         """The worker killed mid-build: a new one builds the file, and the queue goes on."""
