@@ -13,7 +13,8 @@ The packages follow the data flow (``docs/architecture.md`` draws it):
 * ``summarize``: summaries of history nodes; ``team``: the optional PostgreSQL team index.
 * ``service``: the watcher (``pbot-watch run``) and its status.
 * ``tools``: the queries as model tools; the edges ``cli``, ``mcp_server`` and ``pi_bridge``
-  (with the Pi package in ``pi_package``).
+  (with the Pi package in ``pi_package``); ``prefork``: the console script itself, which hands a
+  query to the service's warm server, forked from a process that has imported the query commands.
 
 Shared by all: ``config`` and ``config_paths`` (settings and where they live), ``errors`` (the
 one error root), ``redact`` (the one redaction step), ``sqlite`` (SQLite opened one way),

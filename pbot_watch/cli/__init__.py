@@ -25,6 +25,7 @@ import click
 from pbot_watch import __version__
 from pbot_watch.cli.errors import EXIT_FAILURE, CommandError
 from pbot_watch.errors import PbotWatchError, exit_code, failure_kind
+from pbot_watch.prefork import wire
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module under pbot_watch.cli, the summary line of its docstring)
@@ -126,12 +127,11 @@ def main() -> None:
     """A long memory for the Pi coding agent: archive, summarize and search Pi sessions."""
 
 
-QUERY_COMMANDS = frozenset({"search", "read", "memory", "recall"})
-"""The commands a script or an agent runs per query: their process starts as ``query_process`` says."""
+QUERY_COMMANDS = wire.QUERY_COMMANDS
 
 
 def run() -> None:
-    """The console script and ``python -m pbot_watch``: ``main`` in a process of its own.
+    """A command in a process of its own (the console script's, when no warm server ran it).
 
     Only here, not in ``main``: a process that runs commands in itself (a test's runner, an
     embedding program) keeps its own collector and pydantic's plugins.

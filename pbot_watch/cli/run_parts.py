@@ -4,8 +4,9 @@ This is the edge, above every part it names: the service (``pbot_watch.service``
 contracts of ``pbot_watch.service.hooks``, never the parts, so the team pusher, which is built on
 those contracts, can join without the service importing it. ``run`` calls ``build_extensions``
 once at startup. The search index adds a ``RecordListener``, raw memory an ``EntriesFollower``,
-the summary engine an ``IdleWorker`` and a ``"summaries"`` status provider, the team index
-(when on) a ``RecordListener`` and a ``"team"`` status provider.
+the summary engine an ``IdleWorker`` and a ``"summaries"`` status provider, the warm query
+server a ``Companion`` and a ``"warm_queries"`` status provider, the team index (when on) a
+``RecordListener`` and a ``"team"`` status provider.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pbot_watch.memory.cue_listener import CueLedgerFollower
 from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.search.listener import SearchListener
 from pbot_watch.service.hooks import SUMMARIES, Extensions, ServiceContext
+from pbot_watch.service.warm import WarmServer
 
 
 def build_extensions(context: ServiceContext) -> Extensions:
@@ -35,6 +37,12 @@ def build_extensions(context: ServiceContext) -> Extensions:
     cue_ledgers = CueLedgerFollower(settings.state_dir)
     extensions.followers.append(cue_ledgers)
     extensions.status_providers["cue_ledgers"] = cue_ledgers.status
+
+    # Warm queries: a server that has imported the query commands forks one per query
+    # (prefork/, service/warm.py), so a script's or an agent's query skips the start-up.
+    warm = WarmServer(settings.state_dir, settings.log_level)
+    extensions.companions.append(warm)
+    extensions.status_providers["warm_queries"] = warm.status
 
     # Summaries: the idle worker, the folders it learns from written records, and its status.
     from pbot_watch.summarize.worker import SummaryWorker  # noqa: PLC0415 - built only for `run`

@@ -15,7 +15,8 @@ Modules, in the order data flows through them:
   ``status_file``: reading it and judging whether the service runs (standard library only).
 * ``allocator``: the C allocator for ``run`` and handing freed heap back to the system.
 * ``hooks``: the seams other parts plug into (record listeners, idle worker, status
-  providers), filled by ``pbot-watch run`` (``cli/run_parts.py``); ``listeners``: record listeners on a thread of their own.
+  providers, companions), filled by ``pbot-watch run`` (``cli/run_parts.py``); ``listeners``: record listeners on a thread of their own.
+* ``warm``: the warm query server beside the service (``pbot_watch.prefork``), a companion.
 * ``install``: ``pbot-watch service install``: a systemd user unit or a launchd agent.
 
 Importing this package imports nothing else: ``status`` must stay light.

@@ -33,6 +33,11 @@ Three kinds of extension, all wired in ``pbot_watch.cli.run_parts.build_extensio
     While it touches record files it holds ``ServiceContext.records_lock``, which the service
     also holds while it writes records, so neither overwrites the other's fresh copy.
 
+``Companion``
+    A process that lives beside the service (the warm query server, ``service/warm.py``):
+    ``start`` once the service holds its lock, ``check`` on every tick (it restarts what
+    ended, and must be quick), ``close`` at shutdown before the lock is released.
+
 ``StatusProvider``
     A callable returning a JSON-able dict, called each time status is written (every few
     seconds, on the consumer thread): it must be cheap and must not block. The provider named
@@ -95,6 +100,16 @@ class TouchedFollower(EntriesFollower, Protocol):
     def touched(self, path: Path, before: FileStamp, after: FileStamp) -> None: ...
 
 
+class Companion(Protocol):
+    """A process started and stopped with the service, restarted when it ends on its own."""
+
+    def start(self) -> None: ...
+
+    def check(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 StatusProvider = Callable[[], dict[str, Any]]
 """Returns a small JSON-able dict embedded in the status file."""
 
@@ -135,3 +150,4 @@ class Extensions:
     followers: list[EntriesFollower] = field(default_factory=list)
     idle_worker: IdleWorker = field(default_factory=NoIdleWork)
     status_providers: dict[str, StatusProvider] = field(default_factory=dict)
+    companions: list[Companion] = field(default_factory=list)

@@ -176,6 +176,8 @@ class Service:
                 follower.on_ready = self._wake
                 follower.on_error = self.reporter.error
             self.listeners.start()
+            for companion in self.extensions.companions:
+                companion.start()
             self.watcher = Watcher(settings.sessions, self.changes, settings.poll, settings.poll_seconds)
             self.watcher.start()
         except BaseException:
@@ -396,6 +398,8 @@ class Service:
         assert self.state is not None
         self.state.retry()
         self.idle.tick(time.monotonic())
+        for companion in self.extensions.companions:
+            companion.check()
         self.activity = "busy" if self.schedule.busy else "idle"
         self.reporter.maybe_write()
 
@@ -561,6 +565,8 @@ class Service:
             log.warning("record_listeners_abandoned", waited_seconds=SHUTDOWN_SECONDS)
         for follower in self._building():
             follower.close()  # raw memory's build worker; a file half built is built at the next start
+        for companion in self.extensions.companions:
+            companion.close()  # the warm query server: before the lock, which guards its socket
         self.reporter.stop_heartbeat(SHUTDOWN_SECONDS)
         self.reporter.write(running=False)
         if self.state is not None:
