@@ -11,7 +11,9 @@ one, a phrase with punctuation, CJK, a no-match, ``--match terms``):
   ``memory/tally.py``), then warm p50 / p95 over ``--runs`` (read from the tally where one was
   kept: ``tallied`` says so);
 * ``cli``: ``pbot-watch memory search --json`` end to end, warm, p50 / p95 and its peak RSS
-  (after the in-process runs, so a tallied needle's tally is read);
+  (after the in-process runs, so a tallied needle's tally is read), with the warm query server
+  the service runs beside itself (``pbot_watch/prefork``: the script hands the query to a process
+  forked from one that has imported it), and ``cli without a server`` (the script runs it itself);
 
 and ``search.db``'s size by component (SQLite's ``dbstat``: each table with its indexes, an
 FTS table with its shadow tables) against the session bytes, with its rows: sources, the
@@ -30,10 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +146,34 @@ def in_process(db: Path, runs: int) -> dict[str, Any]:
     return out
 
 
+@contextmanager
+def warm_server(state: Path, env: dict[str, str]) -> Iterator[None]:
+    """The warm query server on ``state``, as the service starts it beside itself (``service/warm.py``)."""
+    socket = state / "query.sock"
+    server = subprocess.Popen(
+        [sys.executable, "-P", "-m", "pbot_watch.prefork.server", str(socket)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # its JSON events, which the service would log
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not socket.exists():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the warm query server did not start")
+            time.sleep(0.05)
+        yield
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+
+
+def warm_cli(root: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
+    """Through the CLI with the service's warm query server (the script hands it the query)."""
+    with warm_server(Path(env["PBOT_WATCH_STATE_DIR"]), env):
+        return through_cli(root, env, runs)
+
+
 def through_cli(root: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (mode, query) in QUERIES.items():
@@ -173,7 +207,8 @@ def measure(out: Path, size_mb: float, args: argparse.Namespace) -> dict[str, An
             "peak RSS MB": round(build.rss_mb, 1),
         },
         "in process": in_process(db, args.runs),
-        "cli": through_cli(root, env, args.cli_runs),
+        "cli": warm_cli(root, env, args.cli_runs),
+        "cli without a server": through_cli(root, {**env, "PBOT_WATCH_WARM": "0"}, args.cli_runs),
         "search.db": {
             "MB": round(size / 1e6, 1),
             "/ session bytes": round(size / session_bytes, 2),
@@ -187,7 +222,7 @@ def measure(out: Path, size_mb: float, args: argparse.Namespace) -> dict[str, An
 def growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
     """Each p50 and the index size of the large corpus over the small one's, beside the bytes."""
     out: dict[str, Any] = {"bytes": round(large["corpus"]["MB"] / small["corpus"]["MB"], 1)}
-    for where in ("in process", "cli"):
+    for where in ("in process", "cli", "cli without a server"):
         for name in QUERIES:
             a, b = small[where][name]["p50 ms"], large[where][name]["p50 ms"]
             out[f"{where}: {name} p50"] = round(b / a, 1) if a else None

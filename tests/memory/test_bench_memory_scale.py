@@ -23,11 +23,12 @@ def test_tiny_run_reports_every_query_class_size_and_growth(tmp_path: Path) -> N
     figures = json.loads(result.stdout)
     large = figures["0.6 MB"]
     classes = {"common word", "rare word", "phrase with punctuation", "CJK", "no match", "terms"}
-    assert classes == set(large["in process"]) == set(large["cli"])
+    assert classes == set(large["in process"]) == set(large["cli"]) == set(large["cli without a server"])
     assert large["in process"]["no match"]["hits"] == 0
     assert large["in process"]["common word"]["hits"] > 0
     assert {"first ms", "p50 ms", "tallied"} <= set(large["in process"]["common word"])
     assert large["search.db"]["MB"] > 0 and "mem_literal" in large["search.db"]["by component MB"]
     assert large["search.db"]["pages"]["page size"] == 16 << 10
     assert large["cli"]["common word"]["peak RSS MB"] > 0
+    assert large["cli without a server"]["common word"]["peak RSS MB"] > 0
     assert figures["growth (large / small)"]["bytes"] > 1
