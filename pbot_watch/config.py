@@ -31,11 +31,12 @@ from pbot_watch.config_paths import (
     default_state_dir,
 )
 from pbot_watch.errors import CallerError
+from pbot_watch.prefork import wire
 from pbot_watch.sources import default_session_roots
 
 # Variables with our prefix that are not settings: they must not be reported as unknown.
 DEFAULT_DSN_ENV = "PBOT_WATCH_TEAM_DSN"
-NON_SETTING_ENV = frozenset({CONFIG_ENV, DEFAULT_DSN_ENV})
+NON_SETTING_ENV = frozenset({CONFIG_ENV, DEFAULT_DSN_ENV, wire.DISABLE_ENV})
 
 SourceKind = Literal["default", "file", "env", "flag"]
 

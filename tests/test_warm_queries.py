@@ -148,6 +148,11 @@ class TestTheSameAnswer:
         assert here == warm
         assert 0 == here[0]  # type: ignore[index]
 
+    def test_the_switch_is_no_unknown_setting(self, user: dict[str, str]) -> None:
+        shown = run("config", env={**user, "PBOT_WATCH_WARM": "0"})
+        assert 0 == shown.returncode, shown.stderr
+        assert "PBOT_WATCH_WARM" not in shown.stderr
+
 
 class TestSignals:
     def test_sigterm_reaches_the_query_and_the_script_ends_as_it_did(self, user: dict[str, str]) -> None:
@@ -270,13 +275,16 @@ class TestBesideTheService:
         )
         with service.start():
             status = service.wait_status(
-                lambda s: bool((s.extensions.get("warm_queries") or {}).get("running")), "the warm server"
+                lambda s: bool((s.extensions.get("warm_queries") or {}).get("running"))
+                and s.catch_up is not None
+                and s.catch_up.finished is not None,
+                "the warm server, and raw memory caught up",
             )
             server = int(status.extensions["warm_queries"]["pid"])
             until((state / "query.sock").exists, "the server's socket")
             here, warm = both("memory", "search", "notes", "--json", env=user)
             assert here == warm
-            assert 1 == forks(service.log)
+            until(lambda: forks(service.log) == 1, "the service to log the query forked")  # on its tick
             service.kill()
             until(lambda: not _alive(server), "the server to end with the service")
             assert not (state / "query.sock").exists()
