@@ -157,54 +157,78 @@ class TestTheSameAnswer:
 class TestSignals:
     def test_sigterm_reaches_the_query_and_the_script_ends_as_it_did(self, user: dict[str, str]) -> None:
         """A query waiting on a locked index is stopped by the script's SIGTERM, and the script dies of it."""
-        assert 0 == run("memory", "search", "notes", "--json", env=user).returncode  # the index exists
-        db = Path(user["PBOT_WATCH_STATE_DIR"]) / "search.db"
-        holder = sqlite3.connect(db, isolation_level=None)
-        try:
-            holder.execute("PRAGMA locking_mode=EXCLUSIVE")
-            holder.execute("BEGIN EXCLUSIVE")
-            holder.execute("CREATE TABLE held(x)")  # a write: the lock is taken now
-            with warm_server(user) as log:
-                script = subprocess.Popen(
-                    [pbot_watch_executable(), "memory", "search", "notes", "--json"],
-                    env=user,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
-                until(lambda: forks(log) == 1, "the query to be forked")
-                time.sleep(0.3)  # it is waiting on the lock (10 s) now
-                script.send_signal(signal.SIGTERM)
-                _out, err = script.communicate(timeout=DEADLINE)
-                assert -signal.SIGTERM == script.returncode, err
-        finally:
-            holder.rollback()
-            holder.close()
+        with held_index(user), warm_server(user) as log:
+            script = subprocess.Popen(
+                [pbot_watch_executable(), "memory", "search", "notes", "--json"],
+                env=user,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            until(lambda: forks(log) == 1, "the query to be forked")
+            time.sleep(0.3)  # it is waiting on the lock (10 s) now
+            script.send_signal(signal.SIGTERM)
+            _out, err = script.communicate(timeout=DEADLINE)
+            assert -signal.SIGTERM == script.returncode, err
 
     def test_a_killed_script_stops_its_query(self, user: dict[str, str]) -> None:
         """The script killed outright: the server sees its socket close and ends the query."""
-        assert 0 == run("memory", "search", "notes", "--json", env=user).returncode
-        db = Path(user["PBOT_WATCH_STATE_DIR"]) / "search.db"
-        holder = sqlite3.connect(db, isolation_level=None)
-        try:
-            holder.execute("PRAGMA locking_mode=EXCLUSIVE")
-            holder.execute("BEGIN EXCLUSIVE")
-            holder.execute("CREATE TABLE held(x)")
-            with warm_server(user) as log:
-                script = subprocess.Popen(
-                    [pbot_watch_executable(), "memory", "search", "notes", "--json"],
-                    env=user,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+        with held_index(user), warm_server(user) as log:
+            script = subprocess.Popen(
+                [pbot_watch_executable(), "memory", "search", "notes", "--json"],
+                env=user,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            until(lambda: forks(log) == 1, "the query to be forked")
+            child = int(json.loads(_forked_line(log))["pid"])
+            script.kill()
+            script.wait(DEADLINE)
+            until(lambda: not _alive(child), "the orphaned query to end")
+
+    @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's nice value in /proc")
+    def test_the_query_runs_at_the_callers_priority(self, user: dict[str, str]) -> None:
+        """A caller at nice 7 has its query run at nice 7, though the server runs at 0."""
+        with held_index(user), warm_server(user) as log:
+            script = subprocess.Popen(
+                ["nice", "-n", "7", pbot_watch_executable(), "memory", "search", "notes", "--json"],
+                env=user,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
                 until(lambda: forks(log) == 1, "the query to be forked")
-                forked = next(line for line in log.read_text().splitlines() if "warm_query_forked" in line)
-                child = int(json.loads(forked)["pid"])
+                child = int(json.loads(_forked_line(log))["pid"])
+                until(lambda: _nice(child) == 7, "the query to take the caller's priority")
+            finally:
                 script.kill()
                 script.wait(DEADLINE)
-                until(lambda: not _alive(child), "the orphaned query to end")
-        finally:
-            holder.rollback()
-            holder.close()
+
+
+@contextmanager
+def held_index(user: dict[str, str]) -> Iterator[None]:
+    """``search.db`` built, then locked by another writer: a query waits on it (10 s at most)."""
+    assert 0 == run("memory", "search", "notes", "--json", env=user).returncode
+    holder = sqlite3.connect(Path(user["PBOT_WATCH_STATE_DIR"]) / "search.db", isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("CREATE TABLE held(x)")  # a write: the lock is taken now
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def _forked_line(log: Path) -> str:
+    return next(line for line in log.read_text().splitlines() if "warm_query_forked" in line)
+
+
+def _nice(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[16])  # field 19 of stat(5); the list starts at field 3
 
 
 def _alive(pid: int) -> bool:
@@ -275,9 +299,11 @@ class TestBesideTheService:
         )
         with service.start():
             status = service.wait_status(
-                lambda s: bool((s.extensions.get("warm_queries") or {}).get("running"))
-                and s.catch_up is not None
-                and s.catch_up.finished is not None,
+                lambda s: (
+                    bool((s.extensions.get("warm_queries") or {}).get("running"))
+                    and s.catch_up is not None
+                    and s.catch_up.finished is not None
+                ),
                 "the warm server, and raw memory caught up",
             )
             server = int(status.extensions["warm_queries"]["pid"])

@@ -81,6 +81,7 @@ def _request(argv: list[str]) -> dict[str, object]:
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "umask": umask,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
         "streams": [
             [getattr(stream, "encoding", None), getattr(stream, "errors", None)]
             for stream in (sys.stdin, sys.stdout, sys.stderr)

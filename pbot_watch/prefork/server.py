@@ -302,6 +302,7 @@ def become(request: dict[str, Any], fds: list[int], inherited: list[int]) -> NoR
         os.environ.clear()
         os.environ.update(request["env"])
         os.umask(int(request.get("umask", 0o022)))
+        _callers_priority(request.get("nice"))
         time.tzset()
         with contextlib.suppress(locale.Error):
             locale.setlocale(locale.LC_CTYPE, "")
@@ -323,6 +324,23 @@ def become(request: dict[str, Any], fds: list[int], inherited: list[int]) -> NoR
     if not _flush() and code == 0:
         code = 120  # as Python exits when it cannot flush stdout at the end
     os._exit(code)
+
+
+def _callers_priority(nice: object) -> None:
+    """Run at the caller's priority, as far as this system lets a process raise its own.
+
+    The installed service runs at background priority (``Nice=10``, ``SCHED_BATCH``), and its
+    server with it; a query is someone waiting. Leaving the batch policy is always allowed, a
+    lower nice value only where ``RLIMIT_NICE`` permits (else the query keeps the server's).
+    """
+    policy = getattr(os, "sched_getscheduler", None)
+    if policy is not None:
+        with contextlib.suppress(OSError):
+            if policy(0) in (getattr(os, "SCHED_BATCH", -1), getattr(os, "SCHED_IDLE", -1)):
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    if isinstance(nice, int):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
 
 
 def _streams(streams: list[Any]) -> None:
