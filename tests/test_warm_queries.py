@@ -158,13 +158,7 @@ class TestSignals:
     def test_sigterm_reaches_the_query_and_the_script_ends_as_it_did(self, user: dict[str, str]) -> None:
         """A query waiting on a locked index is stopped by the script's SIGTERM, and the script dies of it."""
         with held_index(user), warm_server(user) as log:
-            script = subprocess.Popen(
-                [pbot_watch_executable(), "memory", "search", "notes", "--json"],
-                env=user,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            until(lambda: forks(log) == 1, "the query to be forked")
+            script, _child = waiting_query(user, log, stderr=subprocess.PIPE)
             time.sleep(0.3)  # it is waiting on the lock (10 s) now
             script.send_signal(signal.SIGTERM)
             _out, err = script.communicate(timeout=DEADLINE)
@@ -173,14 +167,7 @@ class TestSignals:
     def test_a_killed_script_stops_its_query(self, user: dict[str, str]) -> None:
         """The script killed outright: the server sees its socket close and ends the query."""
         with held_index(user), warm_server(user) as log:
-            script = subprocess.Popen(
-                [pbot_watch_executable(), "memory", "search", "notes", "--json"],
-                env=user,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            until(lambda: forks(log) == 1, "the query to be forked")
-            child = int(json.loads(_forked_line(log))["pid"])
+            script, child = waiting_query(user, log)
             script.kill()
             script.wait(DEADLINE)
             until(lambda: not _alive(child), "the orphaned query to end")
@@ -189,15 +176,8 @@ class TestSignals:
     def test_the_query_runs_at_the_callers_priority(self, user: dict[str, str]) -> None:
         """A caller at nice 7 has its query run at nice 7, though the server runs at 0."""
         with held_index(user), warm_server(user) as log:
-            script = subprocess.Popen(
-                ["nice", "-n", "7", pbot_watch_executable(), "memory", "search", "notes", "--json"],
-                env=user,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            script, child = waiting_query(user, log, "nice", "-n", "7")
             try:
-                until(lambda: forks(log) == 1, "the query to be forked")
-                child = int(json.loads(_forked_line(log))["pid"])
                 until(lambda: _nice(child) == 7, "the query to take the caller's priority")
             finally:
                 script.kill()
@@ -217,6 +197,20 @@ def held_index(user: dict[str, str]) -> Iterator[None]:
     finally:
         holder.rollback()
         holder.close()
+
+
+def waiting_query(
+    user: dict[str, str], log: Path, *prefix: str, stderr: int = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A memory search through the script (after ``prefix``, such as ``nice``), once forked: the script and its query's pid."""
+    script = subprocess.Popen(
+        [*prefix, pbot_watch_executable(), "memory", "search", "notes", "--json"],
+        env=user,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+    until(lambda: forks(log) == 1, "the query to be forked")
+    return script, int(json.loads(_forked_line(log))["pid"])
 
 
 def _forked_line(log: Path) -> str:
