@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pbot_watch.archive.atomic import DIR_MODE, FILE_MODE, ensure_dir
 from pbot_watch.errors import PbotWatchError
 
+T = TypeVar("T")
 Durability = Literal["full", "normal"]
 Migration = Callable[[sqlite3.Connection], None]
 Migrations = Sequence[tuple[str, Migration]]
@@ -166,6 +167,33 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def try_write(conn: sqlite3.Connection, work: Callable[[], T], wait_ms: int) -> T | None:
+    """``work()`` in a write transaction, or ``None`` when the lock is busy past ``wait_ms`` or
+    the database cannot be written: a reader that keeps something for later readers (a tally,
+    a ranking) never waits on the service's writes for it, and answers all the same.
+    """
+    (wait,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(wait)}")
+    try:
+        result = work()
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return None
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
 
 
 def execute_script(conn: sqlite3.Connection, sql: str) -> None:

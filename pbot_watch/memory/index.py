@@ -43,6 +43,7 @@ from pbot_watch.memory.extract import (
     current_leaf_id,
     path_to_root,
 )
+from pbot_watch.memory.rankings import RANKING_SCHEMA, RANKING_TABLES
 from pbot_watch.memory.tally import TALLY_SCHEMA, TALLY_TABLES, TallyWriter, forget_text
 from pbot_watch.memory.texts import (
     CHUNK_SLOTS,
@@ -69,7 +70,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_entries
 
-MEMORY_SCHEMA_VERSION = 13
+MEMORY_SCHEMA_VERSION = 14
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -84,7 +85,8 @@ place (``texts.CHUNK_SLOTS``): ``mem_chunks`` names only the chunks past a long 
 eight; 12: ``mem_tallies``, the texts holding each common literal needle, ``tally.py``; 13:
 the terms index keeps no positions (``detail=none``) and ``ranking.py`` scores its chunks (of
 32 lines, not 16) from ``mem_chunk_tokens`` and ``mem_terms_stats``, the dictionary learns from
-the first 4,000 texts, and ``mem_entries`` is keyed by file and seq without a row id.)"""
+the first 4,000 texts, and ``mem_entries`` is keyed by file and seq without a row id; 14:
+``mem_rankings``, the rankings of unscoped terms searches, ``rankings.py``.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -110,6 +112,7 @@ MEMORY_TABLES = (
     "mem_visible",
     "mem_pinned",
     *TALLY_TABLES,
+    *RANKING_TABLES,
     "mem_lines",  # of memory schema 3 and before
 )
 
@@ -218,6 +221,7 @@ _SCHEMA = (
     # service's): a refresh of the roots keeps them, so the next pinned query goes on from its cursor.
     "CREATE TABLE mem_pinned(file INTEGER PRIMARY KEY)",
     *TALLY_SCHEMA,
+    *RANKING_SCHEMA,
 )
 
 
@@ -1241,6 +1245,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
         for table in (
             *TALLY_TABLES,  # first: the sources leaving their branches then count in no tally
+            *RANKING_TABLES,
             *_BRANCH_TABLES,
             "mem_pinned",
             "mem_chunks",

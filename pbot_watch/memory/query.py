@@ -41,6 +41,7 @@ from pbot_watch.memory.index import (
 )
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
 from pbot_watch.memory.ranking import idf, score_sql
+from pbot_watch.memory.rankings import Ranked, keep, kept_page, ranking_key
 from pbot_watch.memory.tally import TALLY_MIN, holds, id_list, register, tallied, version
 from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
@@ -1162,14 +1163,16 @@ def _terms_page(
     if not terms:
         return [], 0
     labels = scope.labels
-    key = (*version(index.conn), scope.snapshot, tuple(terms)) if scope.kept else None
-    kept = _RANKED.setdefault(index, {})
-    keyed = kept.pop(key) if key is not None and key in kept else _ranked(index, terms, scope)
-    if key is not None:
-        kept[key] = keyed  # the most recently used last
-        while len(kept) > RANKED_KEPT:
-            del kept[next(iter(kept))]
-    shown = keyed[offset : offset + limit]
+    key = ranking_key(scope.snapshot, terms) if scope.kept else None
+    kept = kept_page(index.conn, key, offset, limit) if key is not None else None
+    if kept is None:
+        seen = version(index.conn)
+        ranked = _ranked(index, terms, scope)
+        if key is not None:
+            keep(index.conn, key, ranked, seen)
+        shown, total = ranked[offset : offset + limit], len(ranked)
+    else:
+        shown, total = kept
     if isinstance(labels, _KeptLabels):  # the page's labels, as ranking placed them
         for group, _minus, _stamp, _line, rowid in shown:
             dict.__setitem__(labels, rowid, HISTORICAL if group == 0 else RETAINED)
@@ -1179,23 +1182,10 @@ def _terms_page(
         (rows[rowid], best_term_line(rows[rowid], query, line or 1), -minus)
         for _group, minus, _stamp, line, rowid in shown
     ]
-    return page, len(keyed)
+    return page, total
 
 
-RANKED_KEPT = 4
-"""Unscoped terms queries whose ranking an open index keeps (each about 13 MB for 76,299 hits)."""
-
-_RANKED: weakref.WeakKeyDictionary[
-    SearchIndex, dict[tuple[Any, ...], list[tuple[int, float, int, int, int]]]
-] = weakref.WeakKeyDictionary()
-"""Per open index: the ranked hits of its last unscoped terms queries, keyed by the database's
-``version`` (``tally.py``: anything committed since, by any process, changes it), the snapshot and
-the query terms. Ranking scores every chunk holding a query word (136,667 chunks, a second, for
-``cursor offset`` on 634 MB); a long-lived process (MCP, Pi's child) asked the same query again,
-or for its next page, reads only the page's rows."""
-
-
-def _ranked(index: SearchIndex, terms: list[str], scope: _Scope) -> list[tuple[int, float, int, int, int]]:
+def _ranked(index: SearchIndex, terms: list[str], scope: _Scope) -> list[Ranked]:
     """Every source in scope holding a query term, as its sort key: context group, minus its score
     (rounded as shown), its place newest first, its best chunk's first line and its row id.
     """

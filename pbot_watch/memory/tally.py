@@ -36,11 +36,8 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
-from pbot_watch.sqlite import transaction
-
-T = TypeVar("T")
+from pbot_watch.sqlite import transaction, try_write
 
 TALLY_MIN = 2_000
 """Confirmed texts from which a needle is tallied: confirming this many costs about 30 ms."""
@@ -174,7 +171,11 @@ def tallied(conn: sqlite3.Connection, needle: str) -> Tallied | None:
     ident, used, total, newest = row
     now = int(time.time())
     if now - used > TOUCH_SECONDS:
-        _try_write(conn, lambda: conn.execute("UPDATE mem_tallies SET used = ? WHERE id = ?", (now, ident)))
+        try_write(
+            conn,
+            lambda: conn.execute("UPDATE mem_tallies SET used = ? WHERE id = ?", (now, ident)),
+            REGISTER_WAIT_MS,
+        )
     return Tallied(int(ident), int(total), int(newest))
 
 
@@ -234,33 +235,7 @@ def register(
         )
         return int(ident)
 
-    return _try_write(conn, work)
-
-
-def _try_write(conn: sqlite3.Connection, work: Callable[[], T]) -> T | None:
-    """``work()`` in a write transaction, or ``None`` when the lock is busy past ``REGISTER_WAIT_MS``
-    or the database cannot be written: a search never waits on the service's writes for this.
-    """
-    (wait,) = conn.execute("PRAGMA busy_timeout").fetchone()
-    conn.execute(f"PRAGMA busy_timeout = {REGISTER_WAIT_MS}")
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError:
-        return None
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(wait)}")
-    try:
-        result = work()
-        conn.execute("COMMIT")
-    except sqlite3.OperationalError:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        return None
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
+    return try_write(conn, work, REGISTER_WAIT_MS)
 
 
 def forget_tally(conn: sqlite3.Connection, needle: str) -> None:
