@@ -170,6 +170,43 @@ def _call_text(call: dict[str, Any]) -> str:
     return scrub(f"{name} {json.dumps(arguments, ensure_ascii=False)}")
 
 
+def _shown_call(call_text: str) -> tuple[str, str]:
+    """The tool's name and what a label shows of its arguments, read back from ``_call_text``."""
+    colon = call_text.find(": ")
+    if colon >= 0 and call_text.find(" ") == colon + 1:
+        name, _sep, command = call_text.partition(": ")
+        return name, _short(command, ARGS_CHARS)
+    name, _sep, rest = call_text.partition(" ")
+    try:
+        arguments = json.loads(rest)
+    except (ValueError, RecursionError):
+        return name, ""
+    return name, _args(arguments)
+
+
+def tool_label(text: str, sections: list[tuple[str, int, int]], name: str | None) -> str:
+    """The label a tool source's text and sections give: its call's name and arguments from its
+    ``call`` section, else ``name`` (a result whose call was not seen), and its result's first
+    line and line count. ``index.py`` keeps a source's label only when this is not it.
+    """
+    lines = text.split("\n")
+
+    def body(first: int, last: int) -> str:
+        return "\n".join(lines[first - 1 : last])
+
+    call = [(first, last) for title, first, last in sections if title == "call"]
+    shown: tuple[str | None, str] = _shown_call(body(*call[0])) if call else (name, "")
+    if len(sections) == 1 and call:
+        return f"toolCall {shown[0]}({shown[1]}) → no result"
+    if not sections or sections[-1][0] not in ("result", "error") or shown[0] is None:
+        return ""
+    title, first, last = sections[-1]
+    result = body(first, last)
+    mark = "✗" if title == "error" else "→"
+    head = _short(result.split("\n", 1)[0], 50) if result else "(empty)"
+    return f"toolResult {shown[0]}({shown[1]}) {mark} {head} [{_count(_line_count(result) or 1)}]"
+
+
 def _stamp(entry: dict[str, Any]) -> str:
     value = entry.get("timestamp")
     return value if isinstance(value, str) else ""

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pbot_watch.archive.stamp import FileStamp
-from pbot_watch.history.jstext import dumps
+from pbot_watch.history.jstext import dumps_utf8
+from pbot_watch.memory import stamps
 from pbot_watch.memory.extract import (
     LABEL_CHARS,
     EntryLink,
@@ -42,6 +43,7 @@ from pbot_watch.memory.extract import (
     call_ids,
     current_leaf_id,
     path_to_root,
+    tool_label,
 )
 from pbot_watch.memory.rankings import RANKING_SCHEMA, RANKING_TABLES
 from pbot_watch.memory.tally import TALLY_SCHEMA, TALLY_TABLES, TallyWriter, forget_text
@@ -70,7 +72,7 @@ from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_entries
 
-MEMORY_SCHEMA_VERSION = 14
+MEMORY_SCHEMA_VERSION = 15
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -86,7 +88,8 @@ eight; 12: ``mem_tallies``, the texts holding each common literal needle, ``tall
 the terms index keeps no positions (``detail=none``) and ``ranking.py`` scores its chunks (of
 32 lines, not 16) from ``mem_chunk_tokens`` and ``mem_terms_stats``, the dictionary learns from
 the first 4,000 texts, and ``mem_entries`` is keyed by file and seq without a row id; 14:
-``mem_rankings``, the rankings of unscoped terms searches, ``rankings.py``.)"""
+``mem_rankings``, the rankings of unscoped terms searches, ``rankings.py``; 15: a timestamp is
+``stamps.py``'s integer key, with its text only when it is not of Pi's form.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -141,7 +144,7 @@ _SCHEMA = (
     """CREATE TABLE mem_calls(
   file INTEGER NOT NULL,
   call_id TEXT NOT NULL,
-  block TEXT,                -- the latest toolCall block with this id (JSON); NULL if only a result named it
+  block TEXT,                -- the latest toolCall block with this id (JSON, call_json); NULL if only a result named it
   answered INTEGER NOT NULL, -- a result for it was read
   PRIMARY KEY (file, call_id)
 ) WITHOUT ROWID""",
@@ -155,8 +158,9 @@ _SCHEMA = (
   seq INTEGER NOT NULL,
   part INTEGER NOT NULL,     -- several sources can come from one entry (each tool call)
   kind TEXT NOT NULL,
-  timestamp TEXT NOT NULL,
-  label TEXT,                -- NULL: the kind and the text shortened (derived_label)
+  stamp INTEGER NOT NULL,    -- the entry's timestamp as stamps.py keeps it: a key ordering as the text does
+  stamp_text TEXT,           -- NULL: the key gives the text (Pi's form); else the timestamp itself
+  label TEXT,                -- NULL: the kind and the text give it (shown_label); NAMED || a tool's name: with it
   sections TEXT,             -- NULL: one section titled by the kind over every line; else JSON [[title, first, last], ...]
   unanswered TEXT,           -- a call delivered alone: its id (a later result replaces this source)
   digest BLOB NOT NULL,      -- content hash (8 bytes): an unchanged source keeps its row id (stable cursors)
@@ -211,12 +215,13 @@ _SCHEMA = (
     # place on it, and what an unscoped query filters and orders its candidates by (their text,
     # their timestamp): a fraction of all sources, read without a row of mem_sources each.
     """CREATE TABLE mem_visible(
-  rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL, text INTEGER NOT NULL, stamp TEXT NOT NULL
+  rowid INTEGER PRIMARY KEY, branch INTEGER NOT NULL, pos INTEGER NOT NULL, text INTEGER NOT NULL,
+  stamp INTEGER NOT NULL, stamp_text TEXT  -- mem_sources' (stamps.py)
 )""",
     "CREATE INDEX mem_visible_by_text ON mem_visible(text)",
     # Newest first as a literal search orders (query.py's _NEWEST_VISIBLE): a common word's page is
     # found by walking this until it is full, not by sorting its tens of thousands of hits.
-    "CREATE INDEX mem_visible_newest ON mem_visible(CAST(stamp AS BLOB) || X'FF')",
+    "CREATE INDEX mem_visible_newest ON mem_visible(stamp, CAST(stamp_text AS BLOB) || X'FF')",
     # Files a pinned query read that lie under no session root (Pi's session folder is not the
     # service's): a refresh of the roots keeps them, so the next pinned query goes on from its cursor.
     "CREATE TABLE mem_pinned(file INTEGER PRIMARY KEY)",
@@ -290,7 +295,8 @@ class PreparedSource:
     seq: int
     part: int
     kind: str
-    stamp: str
+    stamp: int
+    stamp_text: str | None
     label: str | None
     sections: str | None
     unanswered: str | None
@@ -305,14 +311,19 @@ def prepare_source(source: Source, codec: TextCodec | None = None) -> PreparedSo
     """``source`` as stored; with ``codec``, its text's rows too (the build worker's)."""
     text = "\n".join(source.lines)
     digest, key = _digests(source, text)
+    stamp, stamp_text = stamps.encode(storable(source.timestamp)[0])
+    sections = stored_sections(source.kind, source.sections, len(source.lines))
     return PreparedSource(
         entry_id=source.entry_id,
         seq=source.seq,
         part=source.part,
         kind=source.kind,
-        stamp=storable(source.timestamp)[0],
-        label=stored_label(source.kind, text, source.label),
-        sections=stored_sections(source.kind, source.sections, len(source.lines)),
+        stamp=stamp,
+        stamp_text=stamp_text,
+        label=stored_label(
+            source.kind, text, source.label, read_sections(source.kind, sections, len(source.lines))
+        ),
+        sections=sections,
         unanswered=source.unanswered,
         digest=digest,
         key=key,
@@ -329,9 +340,46 @@ CallRow = tuple[str, str | None, int]
 def call_rows(state: MemoryFeed) -> list[CallRow]:
     """The ``mem_calls`` rows of what ``state`` has seen."""
     return [
-        (call_id, _json(scrub_structure(state.calls.get(call_id))), int(call_id in state.answered))
+        (
+            call_id,
+            call_json(call_id, scrub_structure(state.calls.get(call_id))),
+            int(call_id in state.answered),
+        )
         for call_id in {*state.calls, *state.answered}
     ]
+
+
+_CALL_KEYS = ["type", "id", "name", "arguments"]
+
+
+def call_json(call_id: str, block: Any) -> str | None:
+    """``mem_calls.block`` of a call's ``block``: compact JSON, and of Pi's usual block (its keys
+    ``type`` ``toolCall``, ``id`` the call's id, ``name``, ``arguments``, in that order) only
+    ``[name, arguments]``: the row says the rest (``call_block``). Any other list is kept as ``[list]``.
+    """
+    if block is None:
+        return None
+    if (
+        isinstance(block, dict)
+        and list(block) == _CALL_KEYS
+        and block["type"] == "toolCall"
+        and block["id"] == call_id
+    ):
+        block = [block["name"], block["arguments"]]
+    elif isinstance(block, list):
+        block = [block]
+    # A tool call's arguments are the model's text: a lone surrogate is kept, escaped (SQLite
+    # text is UTF-8), so the call reads back exactly as it was written.
+    return dumps_utf8(block).decode("utf-8")
+
+
+def call_block(call_id: str, stored: str) -> Any:
+    """``call_json``'s inverse."""
+    block = json.loads(stored)
+    if isinstance(block, list) and len(block) == 2:
+        name, arguments = block
+        return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
+    return block[0] if isinstance(block, list) else block
 
 
 def derived_label(kind: str, text: str) -> str:
@@ -341,11 +389,33 @@ def derived_label(kind: str, text: str) -> str:
     return storable(f"{kind} {shorten(text, LABEL_CHARS, flatten=True)}")[0]
 
 
-def stored_label(kind: str, text: str, label: str) -> str | None:
-    """What ``mem_sources.label`` keeps of ``label``: ``None`` when the kind and the text give it."""
+NAMED = "\x1f"
+"""Begins a stored label that is only a tool's name (``stored_label``): no label begins so."""
+
+
+def stored_label(kind: str, text: str, label: str, sections: list[tuple[str, int, int]]) -> str | None:
+    """What ``mem_sources.label`` keeps of ``label``: ``None`` when the kind and the text give it
+    (and the sections, for a tool's: ``extract.tool_label``), ``NAMED`` and the tool's name when
+    they give the rest (a result whose call was not seen), else the label.
+    """
     label = storable(label)[0]
-    # A capped text is never read whole to show a hit (query.py): its label is kept.
-    return None if not capped(text) and label == derived_label(kind, text) else label
+    if capped(text):
+        return label  # a capped text is never read whole to show a hit (query.py): its label is kept
+    if kind != "tool":
+        return None if label == derived_label(kind, text) else label
+    if label == tool_label(text, sections, None):
+        return None
+    name = label[len("toolResult ") : label.find("(")] if label.startswith("toolResult ") else ""
+    return NAMED + name if name and label == tool_label(text, sections, name) else label
+
+
+def shown_label(kind: str, text: str, sections: list[tuple[str, int, int]], stored: str | None) -> str:
+    """``stored_label``'s inverse: the label of a source with this stored label, text and sections."""
+    if stored is not None and not stored.startswith(NAMED):
+        return stored
+    if kind == "tool":
+        return tool_label(text, sections, stored[len(NAMED) :] if stored is not None else None)
+    return derived_label(kind, text)
 
 
 def stored_sections(kind: str, sections: list[Section], line_count: int) -> str | None:
@@ -460,7 +530,7 @@ class _FileWriter:
                 (self.file, *part),
             ):
                 if block is not None:
-                    state.calls[call_id] = json.loads(block)
+                    state.calls[call_id] = call_block(call_id, block)
                 if answered:
                     state.answered.add(call_id)
         fed = state.feed(entries)
@@ -558,8 +628,8 @@ class _FileWriter:
             (self.file,),
         )
         self.conn.execute(
-            "INSERT INTO mem_visible(rowid, branch, pos, text, stamp) "
-            "SELECT s.rowid, p.branch, p.pos, s.text, s.timestamp FROM mem_sources s "
+            "INSERT INTO mem_visible(rowid, branch, pos, text, stamp, stamp_text) "
+            "SELECT s.rowid, p.branch, p.pos, s.text, s.stamp, s.stamp_text FROM mem_sources s "
             "JOIN mem_path p ON p.branch = ? AND p.entry_id = s.entry_id WHERE s.file = ?",
             (self.branch, self.file),
         )
@@ -567,7 +637,7 @@ class _FileWriter:
 
     def _add(self, sources: list[PreparedSource]) -> None:
         rows: list[tuple[Any, ...]] = []
-        visible: list[tuple[int, int, int, int, str]] = []
+        visible: list[tuple[int, int, int, int, int, str | None]] = []
         new = [s for s in sources if self.reuse.pop((s.entry_id, s.part, s.digest), None) is None]
         held = self._held_texts({source.key for source in new})
         for source in new:
@@ -582,6 +652,7 @@ class _FileWriter:
                     source.part,
                     source.kind,
                     source.stamp,
+                    source.stamp_text,
                     source.label,
                     source.sections,
                     source.unanswered,
@@ -591,16 +662,17 @@ class _FileWriter:
             )
             position = None if self.stale else self._position(source.entry_id)
             if position is not None:
-                visible.append((rowid, self.branch, position, text_id, source.stamp))
+                visible.append((rowid, self.branch, position, text_id, source.stamp, source.stamp_text))
                 self.tallies.visible(text_id, source.text)
         self._flush_texts()
         self.conn.executemany(
-            "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, timestamp, label, "
-            "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO mem_sources(rowid, file, entry_id, seq, part, kind, stamp, stamp_text, label, "
+            "sections, unanswered, digest, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
         self.conn.executemany(
-            "INSERT INTO mem_visible(rowid, branch, pos, text, stamp) VALUES (?,?,?,?,?)", visible
+            "INSERT INTO mem_visible(rowid, branch, pos, text, stamp, stamp_text) VALUES (?,?,?,?,?,?)",
+            visible,
         )
         self.tallies.flush()
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
@@ -747,12 +819,6 @@ def _file_id(conn: sqlite3.Connection, path: str, session_id: str) -> int:
         (path, session_id),
     )
     return int(conn.execute("SELECT id FROM mem_files WHERE path = ?", (path,)).fetchone()[0])
-
-
-def _json(value: Any) -> str | None:
-    # A tool call's arguments are the model's text: a lone surrogate is kept, escaped (SQLite
-    # text is UTF-8), so the call reads back exactly as it was written.
-    return None if value is None else dumps(value, indent=None)
 
 
 def feed_memory(
@@ -1296,12 +1362,12 @@ def held_memory_texts(conn: sqlite3.Connection) -> Iterator[HeldText]:
     if {"mem_sources", "mem_texts", "mem_dicts"} <= tables:
         unpack = text_codec(conn).unpack
         rows = conn.execute(
-            "SELECT f.path, f.session_id, s.entry_id, s.kind, s.label, t.data, t.packed FROM mem_sources s "
-            "JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
+            "SELECT f.path, f.session_id, s.entry_id, s.kind, s.label, s.sections, t.lines, t.data, t.packed "
+            "FROM mem_sources s JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
         )
-        for path, session_id, entry_id, kind, shown, data, packed in rows:
+        for path, session_id, entry_id, kind, stored, sections, lines, data, packed in rows:
             text = unpack(data, packed)
-            label = shown if shown is not None else derived_label(kind, text)
+            label = shown_label(kind, text, read_sections(kind, sections, lines), stored)
             yield HeldText("memory index", path, session_id, entry_id, (label, text))
         for ident, data in conn.execute("SELECT id, data FROM mem_dicts"):
             text = data.decode("utf-8", "replace")

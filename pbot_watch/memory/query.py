@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pbot_watch.memory import stamps
 from pbot_watch.memory.branch import HISTORICAL, RETAINED, boundary_at, context_labels
 from pbot_watch.memory.extract import EntryLink, current_leaf_id, path_to_root
 from pbot_watch.memory.handles import cursor_key, make_cursor, make_handle, parse_cursor, parse_handle
 from pbot_watch.memory.index import (
-    derived_label,
+    NAMED,
     ensure_memory_tables,
     read_sections,
+    shown_label,
     source_lines,
     source_texts,
     terms_stats,
@@ -144,23 +146,21 @@ class _Row:
         return None
 
 
-_ROW_COLUMNS = (
-    "s.rowid, f.session_id, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, t.lines, t.capped"
-)
+_ROW_COLUMNS = "s.rowid, f.session_id, s.entry_id, s.part, s.kind, s.stamp, s.stamp_text, s.label, s.sections, t.lines, t.capped"
 _ROW_TABLES = "mem_sources s JOIN mem_files f ON f.id = s.file JOIN mem_texts t ON t.rowid = s.text"
 
 
 def _row(values: Any) -> _Row:
     """A row of ``_ROW_COLUMNS``; a label the index does not keep is ``""`` until ``_load`` derives it."""
-    rowid, session_id, entry_id, part, kind, timestamp, label, sections, line_count, capped = values
+    rowid, session_id, entry_id, part, kind, stamp, stamp_text, label, sections, line_count, capped = values
     return _Row(
         rowid,
         session_id,
         entry_id,
         part,
         kind,
-        timestamp,
-        label if label is not None else "",
+        stamps.decode(stamp, stamp_text),
+        label if label is not None and not label.startswith(NAMED) else "",
         read_sections(kind, sections, line_count),
         line_count,
         bool(capped),
@@ -533,13 +533,7 @@ def search_memory(
         page, total = _terms_page(index, needle, scope, offset, limit)
         return _result(query, match, page, total, scope, key, offset, limit)
     if not needle:
-        listed = [
-            rowid
-            for (rowid,) in conn.execute(
-                f"SELECT s.rowid FROM mem_sources s WHERE {scope.within('s.rowid')} "
-                "ORDER BY s.timestamp DESC, s.seq DESC, s.part DESC"
-            )
-        ]
+        listed = _listing(conn, scope)
         rows = _load(index, listed[offset : offset + limit])
         page = [(rows[rowid], None, None) for rowid in listed[offset : offset + limit]]
         if isinstance(scope.labels, _KeptLabels):
@@ -592,17 +586,19 @@ def _load(index: SearchIndex, rowids: Iterable[int]) -> dict[int, _Row]:
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
-        derived: list[_Row] = []
+        derived: list[tuple[_Row, str | None]] = []
         for values in index.conn.execute(
             f"SELECT {_ROW_COLUMNS} FROM {_ROW_TABLES} WHERE s.rowid IN ({marks})", part
         ):
             row = _row(values)
             out[row.rowid] = row
-            if values[6] is None:
-                derived.append(row)
-        for row in _load_texts(index, derived):
+            stored = values[7]  # the label (_ROW_COLUMNS)
+            if stored is None or stored.startswith(NAMED):
+                derived.append((row, stored))
+        _load_texts(index, [row for row, _stored in derived])
+        for row, stored in derived:
             assert row.text is not None
-            row.label = derived_label(row.kind, row.text)
+            row.label = shown_label(row.kind, row.text, row.sections, stored)
     return out
 
 
@@ -697,13 +693,32 @@ def _literal_hits(
     return hits
 
 
-_NEWEST_FIRST = "CAST(s.timestamp AS BLOB) || X'FF' DESC, s.rowid DESC"
+def _listing(conn: sqlite3.Connection, scope: _Scope) -> list[int]:
+    """Every source in scope as a query without a needle lists them: by timestamp newest first (as
+    SQLite orders their texts: a timestamp after the longer ones it begins), then entry and part.
+
+    The stored keys order so when every timestamp is of Pi's form (``stamps.py``); any other
+    one has its text, and then the texts are sorted here, ties kept in SQLite's order.
+    """
+    rows = conn.execute(
+        f"SELECT s.rowid, s.stamp, s.stamp_text, s.seq, s.part FROM mem_sources s WHERE {scope.within('s.rowid')} "
+        "ORDER BY s.stamp DESC, s.seq DESC, s.part DESC"
+    ).fetchall()
+    if any(text is not None for _rowid, _stamp, text, _seq, _part in rows):
+        rows.sort(
+            key=lambda r: (stamps.decode(r[1], r[2]).encode("utf-8", "surrogatepass"), r[3], r[4]),
+            reverse=True,
+        )
+    return [rowid for rowid, *_rest in rows]
+
+
+_NEWEST_FIRST = stamps.NEWEST_FIRST.format(t="s") + ", s.rowid DESC"
 """The literal order in SQL: newest first, a timestamp before the longer ones it begins (as
-``_desc`` sorts it: the byte 0xFF is in no UTF-8 text, so it sorts after every character),
-then the later row first."""
+``_desc`` sorts it: the byte 0xFF is in no UTF-8 text, so it sorts after every character;
+``stamps.py``'s key orders so), then the later row first."""
 
 
-_NEWEST_VISIBLE = _NEWEST_FIRST.replace("s.timestamp", "v.stamp").replace("s.rowid", "v.rowid")
+_NEWEST_VISIBLE = stamps.NEWEST_FIRST.format(t="v") + ", v.rowid DESC"
 
 _BRANCH_READS = 8
 """Hits on more branches than this have every branch's boundary read at once (``load_boundaries``)."""
@@ -1073,7 +1088,7 @@ def _best_chunks(
     index: SearchIndex,
     terms: list[str],
     scope: _Scope,
-    places: dict[int, tuple[str, int, int]] | None = None,
+    places: dict[int, tuple[tuple[int, str | None], int, int]] | None = None,
 ) -> dict[int, tuple[float, int]]:
     """Each source in scope holding any of ``terms``: its best chunk's BM25 score (``ranking.py``,
     higher is better) and first line, the first such chunk in the index's order when several tie.
@@ -1107,7 +1122,7 @@ def _best_chunks(
         else f"mem_sources s ON s.text = {text} WHERE {scope.within('s.rowid')} AND "
     )
     placing = places is not None and scope.kept
-    where = ", s.stamp, s.branch, s.pos" if placing else ""  # mem_visible's columns
+    where = ", s.stamp, s.stamp_text, s.branch, s.pos" if placing else ""  # mem_visible's columns
     score = score_sql(weights, "c.tokens", tokens / rows if rows else 0.0)
     params = (
         [v for phrase, weight in weighted for v in (phrase, weight)]
@@ -1124,7 +1139,7 @@ def _best_chunks(
         if best is None:
             scored[source] = (found, line, chunk)
             if places is not None and placing:
-                places[source] = (place[0], place[1], place[2])
+                places[source] = ((place[0], place[1]), place[2], place[3])
         elif found > best[0] or (found == best[0] and chunk < best[2]):
             scored[source] = (found, line, chunk)
     return {source: (found, line) for source, (found, line, _chunk) in scored.items()}
@@ -1190,10 +1205,10 @@ def _ranked(index: SearchIndex, terms: list[str], scope: _Scope) -> list[Ranked]
     (rounded as shown), its place newest first, its best chunk's first line and its row id.
     """
     labels = scope.labels
-    places: dict[int, tuple[str, int, int]] = {}
+    places: dict[int, tuple[tuple[int, str | None], int, int]] = {}
     scored = _best_chunks(index, terms, scope, places)
     ids = list(scored)
-    placed: list[tuple[int, str, int, int]] = []
+    placed: list[tuple[int, tuple[int, str | None], int, int]] = []
     if scope.kept:
         placed = [(rowid, *places[rowid]) for rowid in ids]
     for start in range(0, 0 if scope.kept else len(ids), 500):
@@ -1201,23 +1216,26 @@ def _ranked(index: SearchIndex, terms: list[str], scope: _Scope) -> list[Ranked]
         marks = ",".join("?" * len(part))
         if isinstance(labels, _KeptLabels):
             placed.extend(
-                index.conn.execute(
-                    f"SELECT rowid, stamp, branch, pos FROM mem_visible WHERE rowid IN ({marks})",
+                (rowid, (stamp, stamp_text), branch, pos)
+                for rowid, stamp, stamp_text, branch, pos in index.conn.execute(
+                    f"SELECT rowid, stamp, stamp_text, branch, pos FROM mem_visible WHERE rowid IN ({marks})",
                     part,
                 )
             )
         else:
             placed.extend(
-                (rowid, stamp, 0, 0)
-                for rowid, stamp in index.conn.execute(
-                    f"SELECT rowid, timestamp FROM mem_sources WHERE rowid IN ({marks})", part
+                (rowid, (stamp, stamp_text), 0, 0)
+                for rowid, stamp, stamp_text in index.conn.execute(
+                    f"SELECT rowid, stamp, stamp_text FROM mem_sources WHERE rowid IN ({marks})", part
                 )
             )
     if isinstance(labels, _KeptLabels) and len({branch for _r, _t, branch, _p in placed}) > _BRANCH_READS:
         labels.load_boundaries()
     # Newest first as ``_desc`` orders timestamps: reversed bytes order, a prefix before its longer ones.
-    stamps = sorted({stamp for _r, stamp, _b, _p in placed}, key=_stamp_bytes, reverse=True)
-    newest = {stamp: number for number, stamp in enumerate(stamps)}
+    held = sorted(
+        {stamp for _r, stamp, _b, _p in placed}, key=lambda stamp: stamps.order(*stamp), reverse=True
+    )
+    newest = {stamp: number for number, stamp in enumerate(held)}
     keyed = []
     for rowid, stamp, branch, pos in placed:
         label = labels.place(rowid, branch, pos) if isinstance(labels, _KeptLabels) else labels[rowid]
@@ -1225,10 +1243,6 @@ def _ranked(index: SearchIndex, terms: list[str], scope: _Scope) -> list[Ranked]
         keyed.append((_CONTEXT_ORDER[label], -round(score, 6), newest[stamp], line, rowid))
     keyed.sort()
     return keyed
-
-
-def _stamp_bytes(stamp: str) -> bytes:
-    return stamp.encode("utf-8", "surrogatepass") + b"\xff"
 
 
 def _term_lines(row: _Row, wanted: set[str]) -> list[tuple[int, int]]:

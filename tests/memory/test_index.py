@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.cli import main
+from pbot_watch.memory import stamps
 from pbot_watch.memory.extract import LABEL_CHARS
 from pbot_watch.memory.index import (
     MEMORY_SCHEMA_VERSION,
@@ -72,7 +73,7 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
             entry_id,
             part,
             kind,
-            timestamp,
+            stamps.decode(stamp, stamp_text),
             label,
             sections,
             lines,
@@ -80,8 +81,8 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
             unanswered,
             source_text(conn, rowid),
         )
-        for rowid, entry_id, part, kind, timestamp, label, sections, lines, capped, unanswered in conn.execute(
-            "SELECT s.rowid, s.entry_id, s.part, s.kind, s.timestamp, s.label, s.sections, t.lines, t.capped, "
+        for rowid, entry_id, part, kind, stamp, stamp_text, label, sections, lines, capped, unanswered in conn.execute(
+            "SELECT s.rowid, s.entry_id, s.part, s.kind, s.stamp, s.stamp_text, s.label, s.sections, t.lines, t.capped, "
             "s.unanswered FROM mem_sources s JOIN mem_texts t ON t.rowid = s.text"
         )
     )

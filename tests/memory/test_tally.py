@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pbot_watch.memory import query, tally
+from pbot_watch.memory import query, stamps, tally
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import source_text, sync_memory_file
 from pbot_watch.memory.query import _CONTEXT_ORDER, _desc, _max_rowid, _walked_scope, search_memory
@@ -37,9 +37,9 @@ def counted(index: SearchIndex, needle: str) -> list[str]:
     snapshot = _max_rowid(index)
     rowids, scope = _walked_scope(index, None, None, snapshot)
     rows = {
-        rowid: (session_id, entry_id, part, stamp)
-        for rowid, session_id, entry_id, part, stamp in index.conn.execute(
-            "SELECT s.rowid, f.session_id, s.entry_id, s.part, s.timestamp FROM mem_sources s "
+        rowid: (session_id, entry_id, part, stamps.decode(stamp, stamp_text))
+        for rowid, session_id, entry_id, part, stamp, stamp_text in index.conn.execute(
+            "SELECT s.rowid, f.session_id, s.entry_id, s.part, s.stamp, s.stamp_text FROM mem_sources s "
             "JOIN mem_files f ON f.id = s.file"
         )
     }
