@@ -138,19 +138,21 @@ class Server:
                 if self.stopping and deadline is None:
                     deadline = time.monotonic() + STOP_WAIT_SECONDS
                     self.selector.unregister(listener)
-                    listener.close()
-                    with contextlib.suppress(FileNotFoundError):
-                        self.path.unlink()
+                    self._stop_listening(listener)
                 if deadline is not None and time.monotonic() > deadline:
                     for pid in self.children:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)
         finally:
             if deadline is None:
-                listener.close()
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()
+                self._stop_listening(listener)
         self._say("warm_server_stopped")
+
+    def _stop_listening(self, listener: socket.socket) -> None:
+        """No new query reaches this server: a script now finds no socket and runs its query itself."""
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
 
     def _accept(self, listener: socket.socket, own: list[int]) -> None:
         try:
