@@ -12,7 +12,7 @@ keeps its own rule (it counts what it cut, and the error root imports nothing of
 
 from __future__ import annotations
 
-from pbot_watch.history.jstext import collapse_whitespace
+from pbot_watch.history.jstext import flat_text
 
 ELLIPSIS = "…"
 
@@ -40,7 +40,7 @@ def _flat_head(text: str, limit: int) -> str:
     """
     size = 4 * max(limit, 1)
     while True:
-        flat = collapse_whitespace(text[:size]).strip()
+        flat = flat_text(text[:size])
         if size >= len(text) or len(flat) > limit:
             return flat
         size *= 4

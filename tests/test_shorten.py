@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pbot_watch.history.jstext import collapse_whitespace
+from pbot_watch.history.jstext import JS_WHITESPACE, collapse_whitespace, flat_text
 from pbot_watch.shorten import ELLIPSIS, shorten
 
 TEXTS = st.text(alphabet=st.sampled_from("ab \n\t\u3000x"), max_size=400)
+# Every character that is whitespace to Python or to JavaScript (they differ on six).
+EITHER_WHITESPACE = sorted(
+    {chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace()} | set(JS_WHITESPACE)
+)
 
 
 class TestShorten:
@@ -32,3 +38,21 @@ class TestShorten:
         """A 50 MB text is cut from its head: fast, and the same label."""
         text = "word " * 10_000_000
         assert "word word" + ELLIPSIS == shorten(text, 10, flatten=True)
+
+
+class TestFlatText:
+    def test_every_whitespace_character_is_flattened_as_the_regex_does(self) -> None:
+        """Alone, between words, doubled and next to a space: the str.split path or the regex one."""
+        for ch in EITHER_WHITESPACE:
+            for text in (ch, f"a{ch}b", ch * 2, f" {ch}a{ch} ", f"{ch}x", f"x{ch}"):
+                assert collapse_whitespace(text).strip() == flat_text(text), repr(text)
+
+    @given(st.text(alphabet=st.sampled_from([*EITHER_WHITESPACE, "a", "é", "中"]), max_size=40))
+    def test_is_collapsed_and_stripped(self, text: str) -> None:
+        """``flat_text`` is ``collapse_whitespace(text).strip()`` for any mix of whitespace."""
+        assert collapse_whitespace(text).strip() == flat_text(text)
+
+    def test_a_long_text_is_flattened_as_the_regex_does(self) -> None:
+        """Past the length it splits, the text is collapsed by the regex: the same text on one line."""
+        text = " a\t\u3000b\n" * 20_000
+        assert collapse_whitespace(text).strip() == flat_text(text)

@@ -29,6 +29,33 @@ def collapse_whitespace(text: str) -> str:
     return _WS_RUN.sub(" ", text)
 
 
+_SPLIT_FLAT_CHARS = 1 << 16
+"""Texts up to this long are flattened through a list of their words (a label's head is a few
+hundred characters); a longer one by the regex, which makes no such list."""
+
+
+def flat_text(text: str) -> str:
+    """``collapse_whitespace(text).strip()``: the text on one line, its ends stripped (Python's ``strip``).
+
+    Every label raw memory derives is one (``shorten``'s ``flatten``). Without the characters
+    where Python's whitespace and JavaScript's differ, that is ``" ".join(text.split())``, in C
+    and several times faster than the regex substitution, which is kept for the other texts.
+    """
+    # The characters where Python's whitespace (``str.split``, ``str.strip``) and ECMAScript's
+    # differ, each looked for by ``in`` (a generator over them costs more than the tests).
+    if (
+        len(text) > _SPLIT_FLAT_CHARS
+        or "\x1c" in text
+        or "\x1d" in text
+        or "\x1e" in text
+        or "\x1f" in text
+        or "\x85" in text
+        or "\ufeff" in text
+    ):
+        return collapse_whitespace(text).strip()
+    return " ".join(text.split())
+
+
 def js_trim(text: str) -> str:
     """``String.prototype.trim``."""
     return text.strip(JS_WHITESPACE)

@@ -224,9 +224,15 @@ def document_tokens(document: str) -> int:
     return document.count(" ") + 1 if document else 0
 
 
-def term_chunks(lines: list[str]) -> list[tuple[int, int, str]]:
-    """``(first line, line count, document)`` of each terms row of a source's indexed lines."""
-    seen = list(indexed_lines(lines))
+def term_chunks(text: str) -> list[tuple[int, int, str]]:
+    """``(first line, line count, document)`` of each terms row of a source's indexed lines.
+
+    A text the indexes see whole in one chunk (most texts) is tokenised as it is: cutting it
+    in lines to join them again gives the same text, at a copy and a list of lines each.
+    """
+    if not capped(text) and (count := text.count("\n") + 1) <= CHUNK_LINES:
+        return [(1, count, document(text))]
+    seen = list(indexed_lines(text.split("\n")))
     out = []
     for start in range(0, len(seen), CHUNK_LINES):
         piece = seen[start : start + CHUNK_LINES]

@@ -141,6 +141,14 @@ def classes() -> UnicodeClasses:
     return scan()
 
 
+def word_ranges_bmp(extra: Ranges) -> Ranges:
+    r"""The code points below U+10000 that ``re``'s ``\w`` matches (``str.isalnum()`` or ``_``), or
+    that ``extra`` holds: such a class spelled out as ranges, which ``re`` tests in one lookup.
+    """
+    held = {code for lo, hi in extra for code in range(lo, min(hi, 0xFFFF) + 1)}
+    return _ranges([code for code in range(0x10000) if code in held or code == 0x5F or chr(code).isalnum()])
+
+
 def cjk_word_ranges() -> Ranges:
     """CJK_BLOCKS without their symbols, punctuation and marks."""
     separators = classes().cjk_separators

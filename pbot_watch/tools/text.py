@@ -8,7 +8,7 @@ keeps them whole) and a page of results arrives intact.
 
 from __future__ import annotations
 
-from pbot_watch.history.jstext import collapse_whitespace
+from pbot_watch.history.jstext import flat_text
 from pbot_watch.search.models import NodeBrief
 from pbot_watch.shorten import shorten
 
@@ -30,7 +30,7 @@ def kind_label(brief: NodeBrief) -> str:
 
 def flat(text: str) -> str:
     """Whitespace runs collapsed to one space, on one line (``shorten`` when it must also fit)."""
-    return collapse_whitespace(text).strip()
+    return flat_text(text)
 
 
 def numbered(text: str, first: int, cut: int | None = None) -> list[str]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pbot_watch.history.jstext import collapse_whitespace
+from pbot_watch.memory import extract
 from pbot_watch.memory.extract import MemoryFeed, _line_count, _short, session_memory
 
 WHITESPACE_AND_LINES = st.text(
@@ -50,6 +52,13 @@ class TestLabels:
     @given(WHITESPACE_AND_LINES)
     def test_line_count_is_splitlines(self, text: str) -> None:
         """Lines are counted as str.splitlines counts them, without making them."""
+        assert len(text.splitlines()) == _line_count(text)
+
+    @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(WHITESPACE_AND_LINES)
+    def test_long_text_line_count_is_splitlines(self, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+        """A text too long to split is counted without its lines, as str.splitlines counts them."""
+        monkeypatch.setattr(extract, "_SPLIT_CHARS", 0)
         assert len(text.splitlines()) == _line_count(text)
 
 

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from pbot_watch.pi import untrusted
 from tests.support.cli import invoke, run
 from tests.test_mcp import World, connect
 
@@ -140,3 +143,19 @@ class TestMcp:
             assert "half \ufffd here" in read["text"]
             memory, _text = client.ok("search_memory", {"query": "half"})
             assert 1 == memory["total"]
+
+
+class TestLoneSurrogateCheck:
+    @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        st.text(
+            alphabet=st.sampled_from(["a", "é", "中", "😀", "\ud800", "\udbff", "\udc00", "\udfff"]),
+            max_size=12,
+        ),
+        st.integers(min_value=1, max_value=4),
+    )
+    def test_is_the_regex_search(self, monkeypatch: pytest.MonkeyPatch, text: str, step: int) -> None:
+        """A text holds a lone surrogate for the encoding check exactly when the regex finds one,
+        wherever the pieces it is encoded in are cut."""
+        monkeypatch.setattr(untrusted, "_SURROGATE_STEP", step)
+        assert (untrusted.LONE_SURROGATE.search(text) is not None) == untrusted.has_lone_surrogate(text)

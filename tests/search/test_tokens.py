@@ -111,6 +111,33 @@ class TestSameAsBefore:
         assert expected_cjk == cjk
         assert expected_words | expected_cjk == token_chars
 
+    def test_spelled_run_class_is_run_bmps_below_u10000(self) -> None:
+        """The run class spelled out as ranges holds exactly the characters below U+10000 ``run_bmp`` does."""
+        patterns = tokens_module._patterns()
+        differ = [
+            code
+            for code in range(0x10000)
+            if (patterns.run_spelled.fullmatch(chr(code)) is None)
+            != (patterns.run_bmp.fullmatch(chr(code)) is None)
+        ]
+        assert [] == differ
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.one_of(ANY_SCRIPT, ONE_SCRIPT, st.text(st.characters(max_codepoint=0x7F))))
+    @example("")
+    @example("_")
+    @example("a_b __init__ x1_2 CamelCase_X\t\n")
+    @example("é\u0301_中文 ab")
+    @example("max_len 😀 𠀀 \U0001d165x")
+    def test_runs_are_the_general_patterns(self, text: str) -> None:
+        """``_runs``'s fast paths cut any text as the pattern its characters need does (``run``
+        when an astral extra character is there, else ``run_bmp``)."""
+        patterns = tokens_module._patterns()
+        spaced = text.replace("_", " ")
+        astral = "".join(ch for ch in spaced if ord(ch) > 0xFFFF)
+        general = patterns.run if patterns.astral_extra.search(astral) else patterns.run_bmp
+        assert general.findall(spaced) == tokens_module._runs(text)
+
     def test_kept_unicode_classes_are_unicodedatas(self) -> None:
         """The classes kept for Python 3.11's Unicode version are what unicodedata says."""
         # (On another Unicode version classes() is scan() itself, and this holds trivially.)
