@@ -52,13 +52,12 @@ def _split_planes(ranges: Ranges) -> tuple[Ranges, Ranges]:
 class _Patterns(NamedTuple):
     run: re.Pattern[str]
     run_bmp: re.Pattern[str]
-    run_spelled: re.Pattern[str]
     astral_extra: re.Pattern[str]
 
 
 @functools.cache
 def _patterns() -> _Patterns:
-    r"""The run regexes, compiled on first use (some 30 ms: commands that never tokenise skip it).
+    r"""The run regexes, compiled on first use (a few ms: commands that never tokenise skip it).
 
     A token character is ``\w`` (``str.isalnum`` plus ``_``, and ``_`` is replaced by a space
     first: it separates ``max_len``), a combining mark, or a CJK word character; CJK letters are
@@ -72,13 +71,28 @@ def _patterns() -> _Patterns:
         # The same without the extra characters above U+FFFF, which ``re`` tests one range at a
         # time for every character (three times slower): exact for any text without them.
         run_bmp=re.compile(f"[\\w{char_class(bmp)}]+"),
-        # ``run_bmp``'s characters below U+10000 spelled out as ranges, without ``\w``: ``re``
-        # makes them one table looked up once per character, where a class with a category
-        # tests it first (half the time of ``run_bmp`` on the generated corpus). Exact for a
-        # text with no character above U+FFFF (the astral ``\w`` letters are not in it).
-        run_spelled=re.compile(f"[{char_class(word_ranges_bmp(bmp))}]+"),
         astral_extra=re.compile(f"[{char_class(astral)}]"),
     )
+
+
+@functools.cache
+def _run_spelled() -> re.Pattern[str]:
+    r"""``run_bmp``'s characters spelled out as ranges, without ``\w``: ``re`` makes them one table
+    looked up once per character, where a class with a category tests that first (half the time
+    of ``run_bmp`` on the generated corpus). Exact for a text with no character above U+FFFF (the
+    astral ``\w`` letters are not in it). Compiling it takes some 30 ms, so only texts of
+    ``SPELLED_FROM`` characters or more use it: a query's words and a hit's lines never pay it.
+    """
+    unicode = classes()
+    bmp, _astral = _split_planes(tuple(sorted(unicode.marks + unicode.cjk_unassigned)))
+    return re.compile(f"[{char_class(word_ranges_bmp(bmp))}]+")
+
+
+SPELLED_FROM = 4096
+"""Characters from which a text below U+10000 is cut in runs by ``_run_spelled``."""
+
+_ASCII_RUN = re.compile("[0-9A-Za-z]+")
+"""``run_bmp`` on an ASCII text (``_`` made a space first): its ASCII characters are these and ``_``."""
 
 
 @functools.cache
@@ -163,11 +177,13 @@ def _runs(text: str) -> list[str]:
     """The runs of token characters of ``text``, in order."""
     if "_" in text:
         text = text.replace("_", " ")
+    if text.isascii():
+        return _ASCII_RUN.findall(text)
     patterns = _patterns()
-    # Below U+10000 only (an ASCII text, or UTF-16 one unit per character: the length is a
-    # copy's, five times faster than a regex scan for astral characters).
-    if text.isascii() or utf16_len(text) == len(text):
-        return patterns.run_spelled.findall(text)
+    # Below U+10000 only (UTF-16 one unit per character: the length is a copy's, five times
+    # faster than a regex scan for astral characters).
+    if utf16_len(text) == len(text):
+        return (_run_spelled() if len(text) >= SPELLED_FROM else patterns.run_bmp).findall(text)
     astral = "".join(_ASTRAL.findall(text))
     pattern = patterns.run if patterns.astral_extra.search(astral) else patterns.run_bmp
     return pattern.findall(text)

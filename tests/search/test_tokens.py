@@ -117,7 +117,7 @@ class TestSameAsBefore:
         differ = [
             code
             for code in range(0x10000)
-            if (patterns.run_spelled.fullmatch(chr(code)) is None)
+            if (tokens_module._run_spelled().fullmatch(chr(code)) is None)
             != (patterns.run_bmp.fullmatch(chr(code)) is None)
         ]
         assert [] == differ
@@ -137,6 +137,9 @@ class TestSameAsBefore:
         astral = "".join(ch for ch in spaced if ord(ch) > 0xFFFF)
         general = patterns.run if patterns.astral_extra.search(astral) else patterns.run_bmp
         assert general.findall(spaced) == tokens_module._runs(text)
+        # Long enough for the spelled-out class (``SPELLED_FROM``), where it applies.
+        long = (text + " ") * (tokens_module.SPELLED_FROM // (len(text) + 1) + 1)
+        assert general.findall(long.replace("_", " ")) == tokens_module._runs(long)
 
     def test_kept_unicode_classes_are_unicodedatas(self) -> None:
         """The classes kept for Python 3.11's Unicode version are what unicodedata says."""
