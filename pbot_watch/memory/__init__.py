@@ -11,6 +11,7 @@ Raw memory:
 * ``build``: whole files' raw memory made in a worker process, stored by the service.
 * ``query``: ``search_memory`` and ``recall``; ``models``: their JSON shapes and the cues'.
 * ``tally``: exact totals of common literal needles, kept by the writer as texts become visible.
+* ``rankings``: the rankings of unscoped terms searches, kept until raw memory changes.
 * ``stamps``: a source's timestamp as a small integer key that orders as its text does (pure).
 
 Memory cues:
