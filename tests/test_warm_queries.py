@@ -231,8 +231,12 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie still answers: ask the process table whether it has been reaped or is exiting.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] not in ("Z", "X")
+    # It may be reaped between the two questions: its stat then is gone, and so is it.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
 
 
 PRELOADED_THEN_RUN = """
