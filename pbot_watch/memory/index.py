@@ -342,14 +342,17 @@ CallRow = tuple[str, str | None, int]
 
 
 def call_rows(state: MemoryFeed) -> list[CallRow]:
-    """The ``mem_calls`` rows of what ``state`` has seen."""
+    """The ``mem_calls`` rows of what ``state`` has seen: its calls in the order they were seen,
+    then the ids only a result named, sorted (not a set's order, which the hash seed changes: the
+    same file gives the same rows in every process).
+    """
     return [
         (
             call_id,
             call_json(call_id, scrub_structure(state.calls.get(call_id))),
             int(call_id in state.answered),
         )
-        for call_id in {*state.calls, *state.answered}
+        for call_id in [*state.calls, *sorted(state.answered - state.calls.keys())]
     ]
 
 

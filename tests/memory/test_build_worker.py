@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -292,3 +294,36 @@ class TestTheServiceBuilds:
         with SearchIndex(tmp_path / "inline.db") as index:
             refresh_memory(index, [root])
             assert built == memory_state(index)
+
+
+BUILT_CALLS = """
+import sys
+from pathlib import Path
+from pbot_watch.memory.build import build_file
+print(repr(build_file(Path(sys.argv[1]), {}, None).calls))
+"""
+
+
+def test_a_files_call_rows_are_the_same_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """Built in two processes with other hash seeds, a file gives the same ``mem_calls`` rows in the same order."""
+    path = tmp_path / "s.jsonl"
+    w = PiSession("sess-calls", file=path)
+    w.user("run them all", id="u1")
+    w.assistant(None, calls=[(f"call-{n}", "bash", {"command": f"echo {n}"}) for n in range(12)])
+    for n in range(12):
+        w.tool_result(f"out {n}", call_id=f"call-{n}", name="bash")
+    for n in range(12):  # results whose calls were never seen
+        w.tool_result(f"orphan {n}", call_id=f"lost-{n}", name="bash")
+    w.assistant("done")
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", BUILT_CALLS, str(path)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1
+    assert "lost-0" in next(iter(outputs))
