@@ -373,7 +373,7 @@ class ArchiveStore:
                     self.marks.forget(path)
                 raise
             self._remember(path, file_stamp(path), record)
-            self._hand_over(path, record, changed)
+            self._hand_over(path, record, changed, len(data))
             return
         if not self._queued:
             self._queued_since = time.monotonic()
@@ -387,7 +387,7 @@ class ArchiveStore:
         if self._queued_bytes > BATCH_BYTES or time.monotonic() - self._queued_since >= BATCH_SECONDS:
             self._flush()
 
-    def _hand_over(self, path: Path, record: dict[str, Any], changed: Delta | None) -> None:
+    def _hand_over(self, path: Path, record: dict[str, Any], changed: Delta | None, size: int) -> None:
         """Remember the stamp of what was just written at ``path``; tell ``fresh`` what changed."""
         stamp = file_stamp(path)
         base = self._written.pop(path, None)
@@ -399,7 +399,7 @@ class ArchiveStore:
         if self.fresh is not None:
             delta = changed if base is not None else None
             self.fresh.put(
-                path, Written(record, stamp, base, None if delta is None else delta.changed, delta)
+                path, Written(record, stamp, base, None if delta is None else delta.changed, delta, size)
             )
 
     def _flush(self) -> None:
@@ -432,7 +432,7 @@ class ArchiveStore:
                 cached = self._records.get(path)
                 if cached is not None and cached[0] is None:
                     self._records[path] = (file_stamp(path), cached[1])
-                    self._hand_over(path, cached[1], changes.get(path))
+                    self._hand_over(path, cached[1], changes.get(path), len(queued[path]))
 
     def _failed(self, path: Path, error: OSError) -> None:
         self._failures[path] = error

@@ -25,6 +25,11 @@ from pbot_watch.archive.stamp import FileStamp
 
 KEPT = 256
 """Writes kept for a consumer that does not come (a bound, not a budget: each is shared)."""
+KEPT_BYTES = 16 << 20
+"""And at most this much of them, by their size on disk. Count alone was no bound: on a first run
+over a long history the listener falls behind the reading, and 256 records of a megabyte each
+(their exchanges' text) stayed in memory until it caught up. A write dropped here costs its
+consumer one read of the file, which is what it did before hand-overs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,8 @@ class Written:
     delta: Delta | None = None
     """With ``changed``, the nodes gone and moved since ``base`` too (``None``: not known): an
     index that holds the file at ``base`` then reads the rows of those nodes only."""
+    size: int = 0
+    """The record's bytes as written: what ``FreshRecords`` counts against ``KEPT_BYTES``."""
 
     def after(self, earlier: Written) -> Written:
         """This write merged with an ``earlier`` one nobody took: the change since its base."""
@@ -70,23 +77,39 @@ class Written:
             return self
         changed = None if earlier.changed is None or self.changed is None else earlier.changed | self.changed
         delta = None if earlier.delta is None or self.delta is None else earlier.delta.then(self.delta)
-        return Written(self.record, self.stamp, earlier.base, changed, delta)
+        return Written(self.record, self.stamp, earlier.base, changed, delta, self.size)
 
 
 class FreshRecords:
     """Written records by path, from the writing thread to the indexing one (thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: int = KEPT, kept_bytes: int = KEPT_BYTES) -> None:
+        self.kept = kept
+        self.kept_bytes = kept_bytes
         self._lock = threading.Lock()
         self._by_path: OrderedDict[Path, Written] = OrderedDict()
+        self._bytes = 0
 
     def put(self, path: Path, written: Written) -> None:
+        """Keep ``written`` for its consumer; the oldest writes go beyond ``kept`` or ``kept_bytes``.
+
+        The newest is kept whatever its size: it is the one its consumer is about to take.
+        """
         with self._lock:
             earlier = self._by_path.pop(path, None)
-            self._by_path[path] = written if earlier is None else written.after(earlier)
-            while len(self._by_path) > KEPT:
-                self._by_path.popitem(last=False)
+            if earlier is not None:
+                self._bytes -= earlier.size
+                written = written.after(earlier)
+            self._by_path[path] = written
+            self._bytes += written.size
+            while len(self._by_path) > 1 and (
+                len(self._by_path) > self.kept or self._bytes > self.kept_bytes
+            ):
+                self._bytes -= self._by_path.popitem(last=False)[1].size
 
     def take(self, path: Path) -> Written | None:
         with self._lock:
-            return self._by_path.pop(path, None)
+            written = self._by_path.pop(path, None)
+            if written is not None:
+                self._bytes -= written.size
+            return written

@@ -236,3 +236,28 @@ class TestFromTheWriter:
         )
         assert found is not None
         _ends_as_reference(tmp_path, live, path, found)
+
+
+def test_writes_nobody_took_are_kept_within_a_byte_bound(tmp_path: Path) -> None:
+    """A listener that falls behind (a first run's catch-up) costs reads of files, not memory:
+    the oldest writes go once their bytes pass the bound, the newest is kept whatever its size."""
+    growers = [Grower(tmp_path) for _ in range(3)]
+    for n, grower in enumerate(growers):
+        grower.session = PiSession(session_id=f"01a228f5-0000-7000-8000-00000000000{n + 1}")
+    sizes = [growers[0].turns(30).stat().st_size, growers[1].turns(20).stat().st_size]
+    fresh = FreshRecords(kept_bytes=sizes[1] + 100)
+    for grower in growers:
+        grower.fresh = fresh
+        grower.store = ArchiveStore(central=tmp_path / "archive", fresh=fresh)
+    paths = [grower.turns(1) for grower in growers]
+    assert fresh.take(paths[0]) is None
+    newest = fresh.take(paths[2])
+    assert newest is not None
+    assert newest.size == paths[2].stat().st_size
+    assert fresh.take(paths[1]) is None
+
+    alone = FreshRecords(kept_bytes=1)
+    growers[0].store = ArchiveStore(central=tmp_path / "archive", fresh=alone)
+    growers[0].fresh = alone
+    path = growers[0].turns(1)
+    assert alone.take(path) is not None
