@@ -1,4 +1,4 @@
-"""Raw memory of whole session files built on a second core: a worker process extracts, the service stores.
+"""Raw memory of whole session files built on a second core: a worker process extracts and stores them.
 
 A first run over a long history stores every session file's raw memory once. Almost all of
 that is CPU work that needs no database: decoding the lines, entries to sources (redaction
@@ -6,10 +6,14 @@ included), digests, zstd packing, the literal and terms documents. Done on the s
 reading thread, it held the one core the process had (the reading and listener threads share
 an interpreter lock) for minutes. So a file raw memory must hold whole (a first read, a
 rewrite) is queued here; one worker process reads the file itself from its start (decoding is
-a few per cent of the work, cheaper than shipping parsed entries to it) and returns its rows
-ready (``build_file``: the same extraction and preparation ``index.feed_memory`` runs, so both
-give the same rows); the service's reading thread only inserts them (``index.store_build``),
-one transaction per file.
+a few per cent of the work, cheaper than shipping parsed entries to it), makes its rows
+(``build_file``: the same extraction and preparation ``index.feed_memory`` runs, so both give
+the same rows) and inserts them itself (``index.store_build``, one transaction per file,
+``build_and_store``). Inserting is a third of the work, most of it SQLite's FTS tokenisers; done
+by the service, it held the service's interpreter for as long as the history index needed it.
+The worker writes ``search.db`` through its own connection, as a query process does; when that
+fails (a damaged or locked index, a full disk) it hands its rows back and the service stores
+them, with its own handling of damage (``search/held.py``).
 
 Files are built in the order they were queued (the service queues the newest first), at most
 ``IN_FLIGHT`` at a time, so the rows waiting in memory stay bounded. A file appended to while
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sqlite3
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -41,12 +46,14 @@ from pbot_watch.memory.index import (
     CallRow,
     PreparedSource,
     call_rows,
+    dictionaries,
     prepare_source,
     store_build,
 )
 from pbot_watch.memory.texts import TextCodec
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
+from pbot_watch.search.held import HeldIndex
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.sources import NotRegularFile, SessionTail
 
@@ -77,6 +84,8 @@ class FileBuild:
     stamp: FileStamp | None = None
     bytes_read: int = 0
     error: str = ""
+    stored: bool = False
+    """The worker stored the rows itself (``build_and_store``); they are not carried back."""
 
 
 _codec: tuple[tuple[int | None, tuple[int, ...]], TextCodec] | None = None
@@ -138,6 +147,43 @@ def build_file(path: Path, dictionaries: dict[int, bytes], current: int | None) 
         return build
 
 
+_held: HeldIndex | None = None
+"""The worker's connection to ``search.db``, kept from file to file (it follows a replaced file)."""
+
+
+def _worker_index(state_dir: Path) -> HeldIndex:
+    global _held  # noqa: PLW0603 - one per worker process, for every file it stores
+    if _held is None or _held.state_dir != state_dir:
+        if _held is not None:
+            _held.close()
+        _held = HeldIndex(state_dir)
+    return _held
+
+
+def build_and_store(path: Path, state_dir: Path) -> FileBuild:
+    """In the worker: build ``path`` and store its rows in ``state_dir``'s ``search.db`` itself.
+
+    Returns the build without its rows when they are stored; with them when storing failed,
+    for the service to store (``store_file``): the worker never starts an index afresh, that
+    is the service's call, and a file is never lost to a busy lock or a full disk here.
+    """
+    held = _worker_index(state_dir)
+    try:
+        packing = held.use(dictionaries, reset=False)
+    except sqlite3.Error:
+        packing = ({}, None)  # the service's store packs again with the index's dictionary
+    build = build_file(path, *packing)
+    if build.outcome != "built":
+        return build
+    try:
+        held.use(lambda index: store_file(index, build), reset=False)
+    except sqlite3.Error as error:
+        log.info("memory_build_store_left_to_service", path=str(path), error=str(error))
+        held.close()
+        return build
+    return FileBuild(path, "built", stored=True, bytes_read=build.bytes_read)
+
+
 def store_file(index: SearchIndex, build: FileBuild) -> None:
     """Store a ``"built"`` build's rows in ``index`` (``index.store_build``), in the caller's process."""
     assert build.cursor is not None
@@ -186,7 +232,9 @@ class BuildCounts:
 class MemoryBuilder:
     """The queue of whole files to build, the worker process, and the builds ready to store."""
 
-    def __init__(self, in_flight: int = IN_FLIGHT) -> None:
+    def __init__(self, state_dir: Path, in_flight: int = IN_FLIGHT) -> None:
+        self.state_dir = state_dir
+        """Where the worker stores what it builds (``search.db``, ``build_and_store``)."""
         self.in_flight = in_flight
         self.counts = BuildCounts()
         self.on_ready: Callable[[], None] | None = None
@@ -210,14 +258,11 @@ class MemoryBuilder:
         """Files queued or being built: raw memory does not hold them yet."""
         return len(self._queue) + len(self._running)
 
-    def submit(self, dictionaries: Callable[[], tuple[dict[int, bytes], int | None]]) -> None:
+    def submit(self) -> None:
         """Give the worker the next queued files, up to ``in_flight`` at a time."""
-        if len(self._running) >= self.in_flight or not self._queue:
-            return
-        packing = dictionaries()
         while self._queue and len(self._running) < self.in_flight:
             path, attempt = self._queue.popitem(last=False)
-            future = self._executor().submit(build_file, path, *packing)
+            future = self._executor().submit(build_and_store, path, self.state_dir)
             self._running.append(_Job(path, future, attempt))
             future.add_done_callback(self._done)
 
@@ -226,7 +271,7 @@ class MemoryBuilder:
             self.on_ready()
 
     def ready(self) -> tuple[Path, FileBuild | None] | None:
-        """The oldest submitted build if it finished: its rows, or ``None`` when it was left out.
+        """The oldest submitted build if it finished (stored, or its rows to store), or ``None`` when it was left out.
 
         In submission order, so files are stored in the order they were queued.
         """

@@ -15,8 +15,8 @@ upgrade) are read by ``MemoryFollower.sync`` during the catch-up.
 
 A whole file (a first read of at least ``BUILD_FROM`` bytes, a rewrite, a file only raw memory
 lacks, a read of ``BUILD_READ_FROM`` bytes that is most of its file) is not stored on this thread: it is queued for the build worker (``memory/build.py``),
-which reads and prepares it on the second core; ``collect``, called by the service between its
-reads, stores what the worker made. Appends, the live path, are stored here as they are read.
+which reads, prepares and stores it on the second core; ``collect``, called by the service
+between its reads, reads on what was appended after the worker read a file. Appends, the live path, are stored here as they are read.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ class MemoryFollower:
         if self._builder is None:
             from pbot_watch.memory.build import MemoryBuilder  # noqa: PLC0415 - only once a file is built
 
-            self._builder = MemoryBuilder()
+            self._builder = MemoryBuilder(self.index.state_dir)
             self._builder.on_ready = lambda: self.on_ready() if self.on_ready is not None else None
         return self._builder
 
@@ -158,10 +158,11 @@ class MemoryFollower:
         return self._builder.pending() if self._builder is not None else 0
 
     def collect(self, deadline: float) -> list[Path]:
-        """Store what the worker has ready, until ``deadline`` (``time.monotonic``); the files stored.
+        """Take what the worker has ready, until ``deadline`` (``time.monotonic``); the files stored.
 
-        Each in a transaction of its own (the record index's writes come in between), then the
-        file is read on from where the worker stopped, if it grew meanwhile (a stat when not).
+        The worker stored each file itself, in a transaction of its own (the record index's
+        writes come in between); rows it could not store are stored here. Then the file is read
+        on from where the worker stopped, if it grew meanwhile (a stat when not).
         """
         if self._builder is None:
             return []
@@ -199,16 +200,15 @@ class MemoryFollower:
             if self.on_error is not None:
                 self.on_error(f"raw memory cannot read {path}: {build.error}")
         else:
-            store_file(index, build)
+            if not build.stored:
+                store_file(index, build)
             report = MemorySync()
             sync_memory_file(index, path, report)  # what was appended after the worker read it
             self.bytes_read += build.bytes_read + report.bytes_read
 
     def _submit(self) -> None:
-        from pbot_watch.memory.index import dictionaries  # noqa: PLC0415
-
         if self._builder is not None:
-            self._builder.submit(lambda: self.index.use(dictionaries))
+            self._builder.submit()
 
     def status(self) -> dict[str, int]:
         """For status: reads stored as parsed, the session bytes raw memory read itself, the worker's build."""

@@ -40,9 +40,15 @@ class HeldIndex:
         self._index: SearchIndex | None = None
         self._identity: tuple[int, int] | None = None
 
-    def use(self, work: Callable[[SearchIndex], T]) -> T:
-        """``work(index)`` on the current file; on damage, once more on an index started afresh."""
+    def use(self, work: Callable[[SearchIndex], T], *, reset: bool = True) -> T:
+        """``work(index)`` on the current file; on damage, once more on an index started afresh.
+
+        ``reset=False``: damage is raised to the caller, for a helper process that must leave
+        starting the index afresh to the service (raw memory's build worker).
+        """
         index = self._current()
+        if not reset:
+            return work(index)
 
         def afresh(_: sqlite3.DatabaseError) -> None:
             index.reset()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pbot_watch.memory.build import MemoryBuilder, build_file, store_file
+from pbot_watch.memory.build import MemoryBuilder, build_and_store, build_file, store_file
 from pbot_watch.memory.index import dictionaries, refresh_memory
 from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.memory.query import search_memory
@@ -63,6 +63,43 @@ class TestSameRows:
             assert memory_state(index) == inline
             assert [(h.label, h.line) for h in search_memory(index, "step 3").hits] == inline_hits
             assert not refresh_memory(index, [path.parent])  # the cursor is current: nothing to read
+
+    def test_the_worker_stores_what_it_built_itself(self, tmp_path: Path) -> None:
+        """``build_and_store`` (the worker's job) writes the inline build's rows and carries none back."""
+        path = tmp_path / "sessions" / "s.jsonl"
+        busy_session(path, turns=400)
+        with SearchIndex(tmp_path / "inline.db") as index:
+            refresh_memory(index, [path.parent])
+            inline = memory_state(index)
+        state = tmp_path / "state"
+        build = build_and_store(path, state)
+        assert build.stored and not build.sources and not build.links
+        with SearchIndex(SearchIndex.default_path(state)) as index:
+            assert memory_state(index) == inline
+
+    def test_rows_the_worker_cannot_store_come_back_to_the_service(self, tmp_path: Path) -> None:
+        """A failed insert (here a trigger that aborts, as a full disk would) loses nothing: the
+        rows come back, and the service stores them once the index takes writes again.
+        """
+        path = tmp_path / "sessions" / "s.jsonl"
+        forked_session(path)
+        with SearchIndex(tmp_path / "inline.db") as index:
+            refresh_memory(index, [path.parent])
+            inline = memory_state(index)
+        state = tmp_path / "state"
+        db = SearchIndex.default_path(state)
+        with SearchIndex(db) as index:
+            dictionaries(index)  # the memory tables
+            index.conn.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON mem_sources BEGIN SELECT RAISE(ABORT, 'no room'); END"
+            )
+        build = build_and_store(path, state)
+        assert not build.stored and build.sources
+        with SearchIndex(db) as index:
+            assert memory_state(index)["sources"] == []
+            index.conn.execute("DROP TRIGGER refuse")
+            store_file(index, build)
+            assert memory_state(index) == inline
 
     def test_a_second_file_packs_with_the_trained_dictionary(self, tmp_path: Path) -> None:
         """The worker is given the database's dictionary: texts after the first file use it."""
