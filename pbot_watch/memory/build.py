@@ -1,26 +1,27 @@
-"""Raw memory of whole session files built on a second core: a worker process extracts and stores them.
+"""Raw memory of whole session files built beside the service: worker processes extract and store them.
 
 A first run over a long history stores every session file's raw memory once. Almost all of
 that is CPU work that needs no database: decoding the lines, entries to sources (redaction
 included), digests, zstd packing, the literal and terms documents. Done on the service's
 reading thread, it held the one core the process had (the reading and listener threads share
 an interpreter lock) for minutes. So a file raw memory must hold whole (a first read, a
-rewrite) is queued here; one worker process reads the file itself from its start (decoding is
-a few per cent of the work, cheaper than shipping parsed entries to it), makes its rows
-(``build_file``: the same extraction and preparation ``index.feed_memory`` runs, so both give
-the same rows) and inserts them itself (``index.store_build``, one transaction per file,
+rewrite) is queued here; ``WORKERS`` worker processes each read a file themselves from its
+start (decoding is a few per cent of the work, cheaper than shipping parsed entries to them),
+make its rows (``build_file``: the same extraction and preparation ``index.feed_memory`` runs,
+so both give the same rows) and insert them (``index.store_build``, one transaction per file,
 ``build_and_store``). Inserting is a third of the work, most of it SQLite's FTS tokenisers; done
 by the service, it held the service's interpreter for as long as the history index needed it.
-The worker writes ``search.db`` through its own connection, as a query process does; when that
+A worker writes ``search.db`` through its own connection, as a query process does; when that
 fails (a damaged or locked index, a full disk) it hands its rows back and the service stores
-them, with its own handling of damage (``search/held.py``).
+them, with its own handling of damage (``search/held.py``). SQLite's one write lock orders the
+workers' stores; their builds run side by side.
 
 Files are built in the order they were queued (the service queues the newest first), at most
 ``IN_FLIGHT`` at a time, so the rows waiting in memory stay bounded. A file appended to while
 it waits is read to its end when its turn comes, and anything written after the worker read
 it is read on the spot once its rows are stored (``sync_memory_file``: the delta only). A worker
-that dies (killed, out of memory) is replaced and its files tried once more; a file that kills
-it twice, or fails in it, is left out with a message and the other files go on.
+that dies (killed, out of memory) is replaced and the files in flight tried once more; a file
+that kills one twice, or fails in it, is left out with a message and the other files go on.
 """
 
 from __future__ import annotations
@@ -59,8 +60,12 @@ from pbot_watch.sources import NotRegularFile, SessionTail
 
 log = structlog.get_logger("pbot_watch.memory")
 
-IN_FLIGHT = 2
-"""Files given to the worker at once: one being built, one waiting, so it never idles between files."""
+WORKERS = min(2, os.cpu_count() or 1)
+"""Worker processes. Each builds a file and then stores it, and storing takes SQLite's one write
+lock for about two fifths of a worker's time: two keep the lock busy while their builds run side
+by side; a third would mostly wait for it."""
+IN_FLIGHT = 2 * WORKERS
+"""Files given to the workers at once: one being built by each, one waiting, so none idles between files."""
 ATTEMPTS = 2
 """Tries of a file whose worker died building it (the first death may have been another file's)."""
 PARENT_CHECK_SECONDS = 1.0
@@ -232,10 +237,11 @@ class BuildCounts:
 class MemoryBuilder:
     """The queue of whole files to build, the worker process, and the builds ready to store."""
 
-    def __init__(self, state_dir: Path, in_flight: int = IN_FLIGHT) -> None:
+    def __init__(self, state_dir: Path, in_flight: int = IN_FLIGHT, workers: int = WORKERS) -> None:
         self.state_dir = state_dir
-        """Where the worker stores what it builds (``search.db``, ``build_and_store``)."""
+        """Where the workers store what they build (``search.db``, ``build_and_store``)."""
         self.in_flight = in_flight
+        self.workers = workers
         self.counts = BuildCounts()
         self.on_ready: Callable[[], None] | None = None
         """Called (on another thread) when a build is ready: the service wakes to store it."""
@@ -299,7 +305,7 @@ class MemoryBuilder:
         if self._pool is None:
             # Spawned, not forked: the service has threads (a fork copies their locks held).
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_watch_parent)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_watch_parent)
         return self._pool
 
     def _restart(self) -> None:
