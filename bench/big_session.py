@@ -22,8 +22,8 @@ small second session, then runs each part of ``--parts`` on it:
   took to build the session's raw memory ahead (until a pinned search says it is all searched),
   and a warm search; then in a new child (Pi restarted) that finds the ledger the first one
   saved while idle; then after a turn and a compaction appended. All that where no service
-  runs; then where the service read the session (the service part's state when it ran first,
-  else ``pbot-watch run`` started on the big session until caught up): a new child's cues
+  runs; then where the service read the session (``pbot-watch run`` started on the big session
+  until caught up): a new child's cues
   from the ledger the service saved, and its first pinned search on the raw memory the
   service built; the ledgers' bytes on disk. The child's peak RSS over all of them.
 
@@ -351,7 +351,7 @@ AHEAD_POLL_S = 5.0
 
 
 class Child(ServeChild):
-    """``pbot-watch pi serve`` as the Pi extension starts it, on the service part's state (if it ran)."""
+    """``pbot-watch pi serve`` as the Pi extension starts it, on the state folder it is given."""
 
     def __init__(self, state_home: Path, roots: list[Path]) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PBOT_WATCH_")}
@@ -402,9 +402,8 @@ def part_child(
     First where no service runs (a state of its own): a child with no saved cue ledger reads the
     file itself and builds raw memory ahead; then a second child (Pi restarted) finds the ledger
     the first saved, and a turn and a compaction are appended and asked again. Then where the
-    service read the session (the service part's state when it ran first, else ``pbot-watch
-    run`` started here until caught up): a new child finds the ledger the service saved and the
-    raw memory it built. The child's peak RSS over all of them.
+    service read the session (``pbot-watch run`` started here until caught up): a new child finds
+    the ledger the service saved and the raw memory it built. The child's peak RSS over all of them.
     """
     roots = [big.path.parent.parent]
     cues = {"sessionFile": str(big.path), "leaf": None, "contextWindow": 200_000}
@@ -478,26 +477,25 @@ def service_prepared(
 ) -> tuple[dict[str, Any], float]:
     """A new child's first cues and pinned search of the big session the service read; its peak RSS.
 
-    On the service part's state when it ran (the second session's too), else on a service run
-    here on the big session alone until caught up, then stopped (the child needs no running
-    service: what it loads is on disk).
+    On a service run here on the big session alone until caught up, then stopped (the child
+    needs no running service: what it loads is on disk). Never on the service part's state: that
+    part cuts the session back to its generated size after its appends, which a reader of its
+    state rightly takes for a rewrite, and reads again whole.
     """
-    service_home = base / "service" / "state"
     figures: dict[str, Any] = {}
-    if not (service_home / "pbot-watch" / "search.db").exists():
-        run = base / "child-service"
-        shutil.rmtree(run, ignore_errors=True)
-        service_home = run / "state"
-        service = Service(run, roots).start(wait=False)
-        try:
-            started = time.perf_counter()
-            service.caught_up(args.index_timeout)
-            figures["service caught up after s"] = round(time.perf_counter() - started, 1)
-            figures["service peak RSS MB"] = round(service.peak_rss_mb())
-            status = read_status(service.state_dir)
-            figures["service: cue ledgers"] = status.extensions.get("cue_ledgers") if status else None
-        finally:
-            service.stop()
+    run = base / "child-service"
+    shutil.rmtree(run, ignore_errors=True)
+    service_home = run / "state"
+    service = Service(run, roots).start(wait=False)
+    try:
+        started = time.perf_counter()
+        service.caught_up(args.index_timeout)
+        figures["service caught up after s"] = round(time.perf_counter() - started, 1)
+        figures["service peak RSS MB"] = round(service.peak_rss_mb())
+        status = read_status(service.state_dir)
+        figures["service: cue ledgers"] = status.extensions.get("cue_ledgers") if status else None
+    finally:
+        service.stop()
     ledgers = service_home / "pbot-watch" / "cue-ledgers"
     saved = list(ledgers.glob("*.cues"))
     figures["ledger MB on disk"] = round(sum(p.stat().st_size for p in saved) / 1e6, 2)
