@@ -279,7 +279,8 @@ class MemoryBuilder:
     def ready(self) -> tuple[Path, FileBuild | None] | None:
         """The oldest submitted build if it finished (stored, or its rows to store), or ``None`` when it was left out.
 
-        In submission order, so files are stored in the order they were queued.
+        In submission order, so files are taken in the order they were queued (two workers may
+        have stored two of them the other way round).
         """
         if not self._running or not self._running[0].future.done():
             return None

@@ -15,8 +15,9 @@ upgrade) are read by ``MemoryFollower.sync`` during the catch-up.
 
 A whole file (a first read of at least ``BUILD_FROM`` bytes, a rewrite, a file only raw memory
 lacks, a read of ``BUILD_READ_FROM`` bytes that is most of its file) is not stored on this thread: it is queued for the build worker (``memory/build.py``),
-which reads, prepares and stores it on the second core; ``collect``, called by the service
-between its reads, reads on what was appended after the worker read a file. Appends, the live path, are stored here as they are read.
+whose worker processes read, prepare and store it beside the service; ``collect``, called by
+the service between its reads, reads on what was appended after a worker read a file.
+Appends, the live path, are stored here as they are read.
 """
 
 from __future__ import annotations
