@@ -21,17 +21,23 @@ sources). Nothing in it is a source of truth, so this module answers once, for b
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from pbot_watch.archive.atomic import FILE_MODE
 from pbot_watch.sqlite import connect, is_corrupt, is_intact, remove, transaction
 
 T = TypeVar("T")
 
 INDEX_FILE = "search.db"
+BUILD_LOCK = ".lock"
+"""Suffix of the file whose ``flock`` lets one process at a time build ``search.db`` anew."""
 
 PAGE_SIZE = 16 << 10
 """Of a new ``search.db``: raw memory's compressed texts (a few hundred bytes to a few KB each)
@@ -70,24 +76,50 @@ def open_file(
 ) -> sqlite3.Connection:
     """``search.db`` opened, or built anew by ``create`` when it is no database or does not ``fits``.
 
-    Normal durability: everything here is rebuilt from the archive after a power cut.
+    Normal durability: everything here is rebuilt from the archive after a power cut. Building
+    anew deletes the file, so it is done by one process at a time (``_one_builder``), which
+    looks again first: the service, two build workers and a query may open a missing file at
+    once, and one of them deleting the file another had just made and was writing left that
+    one's store ``malformed``.
     """
+    conn = _fitting(path, fits)
+    if conn is not None:
+        return conn
+    with _one_builder(path):
+        conn = _fitting(path, fits)  # made by another while this one waited
+        if conn is not None:
+            return conn
+        start_afresh(path)
+        conn = connect(path, "normal", page_size=PAGE_SIZE)
+        with transaction(conn):
+            create(conn)
+        return conn
+
+
+def _fitting(path: Path, fits: Callable[[sqlite3.Connection], bool]) -> sqlite3.Connection | None:
+    """The file opened when it is a database that ``fits``, else ``None`` (and nothing changed)."""
     try:
         conn = connect(path, "normal", page_size=PAGE_SIZE)
     except sqlite3.DatabaseError:
+        return None
+    try:
+        if fits(conn):
+            return conn
+    except sqlite3.DatabaseError:
         pass
-    else:
-        try:
-            if fits(conn):
-                return conn
-        except sqlite3.DatabaseError:
-            pass
-        conn.close()
-    start_afresh(path)
-    conn = connect(path, "normal", page_size=PAGE_SIZE)
-    with transaction(conn):
-        create(conn)
-    return conn
+    conn.close()
+    return None
+
+
+@contextmanager
+def _one_builder(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``search.db.lock`` beside the file, released on close or exit."""
+    fd = os.open(f"{path}{BUILD_LOCK}", os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def ensure_family(conn: sqlite3.Connection, family: Family) -> None:

@@ -6,6 +6,7 @@ Real SQLite files in temporary folders; the damage is real (pages overwritten), 
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -61,6 +62,37 @@ class TestVersions:
             assert version_of(conn, "schema_version") is None
         finally:
             conn.close()
+
+
+def open_and_write(path: Path, n: int, start: object) -> None:
+    """In its own process: open ``search.db`` (made anew by whoever comes first) and write a row."""
+    start.wait()  # type: ignore[attr-defined]
+    with SearchIndex(path) as index:
+        ensure_memory_tables(index)
+        index.conn.execute("INSERT INTO folders(path) VALUES (?)", (f"/w{n}",))
+
+
+class TestOpening:
+    def test_processes_opening_a_new_file_at_once_make_it_once(self, tmp_path: Path) -> None:
+        """Two build workers, the service and a CLI query may open a missing ``search.db`` together:
+        one makes it, the others open what it made (none deletes a file another is writing, which
+        left a worker's store with ``database disk image is malformed``), and every row is kept.
+        """
+        context = multiprocessing.get_context("spawn")
+        for attempt in range(4):
+            path = tmp_path / f"try{attempt}" / "search.db"
+            start = context.Event()
+            processes = [context.Process(target=open_and_write, args=(path, n, start)) for n in range(6)]
+            for process in processes:
+                process.start()
+            start.set()
+            for process in processes:
+                process.join(60)
+            assert [process.exitcode for process in processes] == [0] * 6
+            with SearchIndex(path) as index:
+                assert damage_found(index.conn) is None
+                rows = index.conn.execute("SELECT path FROM folders ORDER BY path").fetchall()
+                assert rows == [(f"/w{n}",) for n in range(6)]
 
 
 class TestPages:
