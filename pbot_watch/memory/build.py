@@ -66,6 +66,8 @@ lock for about two fifths of a worker's time: two keep the lock busy while their
 by side; a third would mostly wait for it."""
 IN_FLIGHT = 2 * WORKERS
 """Files given to the workers at once: one being built by each, one waiting, so none idles between files."""
+HELD_DONE = 16
+"""Finished builds that may wait behind an unfinished one to be taken in their order."""
 ATTEMPTS = 2
 """Tries of a file whose worker died building it (the first death may have been another file's)."""
 PARENT_CHECK_SECONDS = 1.0
@@ -265,8 +267,18 @@ class MemoryBuilder:
         return len(self._queue) + len(self._running)
 
     def submit(self) -> None:
-        """Give the worker the next queued files, up to ``in_flight`` at a time."""
-        while self._queue and len(self._running) < self.in_flight:
+        """Give the workers the next queued files, up to ``in_flight`` unfinished at a time.
+
+        Only unfinished builds count: builds finished behind a slow one wait to be taken in
+        order, and counting them idled the workers until the slow one ended (a big file at the
+        head held every slot). ``HELD_DONE`` bounds those waiting, whose rows (a store that
+        failed) may be in memory.
+        """
+        while (
+            self._queue
+            and sum(not job.future.done() for job in self._running) < self.in_flight
+            and len(self._running) < self.in_flight + HELD_DONE
+        ):
             path, attempt = self._queue.popitem(last=False)
             future = self._executor().submit(build_and_store, path, self.state_dir)
             self._running.append(_Job(path, future, attempt))

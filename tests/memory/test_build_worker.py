@@ -397,3 +397,38 @@ def test_a_files_call_rows_are_the_same_whatever_the_hash_seed(tmp_path: Path) -
     }
     assert len(outputs) == 1
     assert "lost-0" in next(iter(outputs))
+
+
+def test_a_slow_file_at_the_head_does_not_idle_the_other_worker(tmp_path: Path) -> None:
+    """Builds finished behind an unfinished one do not hold its slots: while one worker builds a
+    big file, the other builds every small file queued after it (they wait to be taken in order).
+    """
+    root = tmp_path / "sessions"
+    big = root / "ws" / "big.jsonl"
+    busy_session(big, turns=1500, output_lines=250)
+    small = sessions_of_ages(root, 5, turns=10)
+    state = tmp_path / "state"
+    state.mkdir()
+    db = SearchIndex.default_path(state)
+    builder = MemoryBuilder(state, in_flight=2, workers=2)
+    held_before_big: list[str] = []
+    try:
+        for path in [big, *small]:
+            builder.add(path)
+        deadline = time.monotonic() + 120
+        while str(big) not in (held := held_paths(db)) and time.monotonic() < deadline:
+            builder.submit()
+            held_before_big = held
+            time.sleep(0.02)
+        taken = []
+        while len(taken) < 6 and time.monotonic() < deadline:
+            builder.submit()
+            ready = builder.ready()
+            if ready is None:
+                time.sleep(0.02)
+                continue
+            taken.append(ready[0])
+    finally:
+        builder.close()
+    assert sorted(held_before_big) == sorted(str(p) for p in small)
+    assert taken == [big, *small]
