@@ -120,6 +120,11 @@ def private_file(path: Path) -> None:
                 existing.chmod(FILE_MODE)
 
 
+def is_busy(error: sqlite3.Error) -> bool:
+    """Whether ``error`` says another connection holds the file (busy or locked), not that it is bad."""
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def is_corrupt(error: sqlite3.Error) -> bool:
     """Whether ``error`` says the file is damaged or no database at all (not busy, not full)."""
     return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)

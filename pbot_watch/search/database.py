@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from pbot_watch.archive.atomic import FILE_MODE
-from pbot_watch.sqlite import connect, is_corrupt, is_intact, remove, transaction
+from pbot_watch.sqlite import connect, is_busy, is_corrupt, is_intact, private_dir, remove, transaction
 
 T = TypeVar("T")
 
 INDEX_FILE = "search.db"
 BUILD_LOCK = ".lock"
-"""Suffix of the file whose ``flock`` lets one process at a time build ``search.db`` anew."""
+"""Suffix of the file whose ``flock`` keeps openers looking at ``search.db`` and its one builder apart."""
 
 PAGE_SIZE = 16 << 10
 """Of a new ``search.db``: raw memory's compressed texts (a few hundred bytes to a few KB each)
@@ -66,7 +66,9 @@ def version_of(conn: sqlite3.Connection, key: str) -> int | None:
     """A family's version as ``meta`` records it; ``None`` when not recorded (or no ``meta`` yet)."""
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError as error:
+        if is_busy(error):
+            raise
         return None
     return int(row[0]) if row else None
 
@@ -76,16 +78,20 @@ def open_file(
 ) -> sqlite3.Connection:
     """``search.db`` opened, or built anew by ``create`` when it is no database or does not ``fits``.
 
-    Normal durability: everything here is rebuilt from the archive after a power cut. Building
-    anew deletes the file, so it is done by one process at a time (``_one_builder``), which
-    looks again first: the service, two build workers and a query may open a missing file at
-    once, and one of them deleting the file another had just made and was writing left that
-    one's store ``malformed``.
+    Normal durability: everything here is rebuilt from the archive after a power cut. The
+    service, two build workers and a query may open a missing file at once, and building anew
+    deletes the file with its ``-wal`` and ``-shm``, so the look and the build exclude each
+    other (``_locked``): every opener looks under a shared ``flock``, one builder at a time
+    holds it exclusively and looks again first. A look is not harmless to a build beside it:
+    a connection to the file being deleted makes a new ``-wal`` by its name, which the new
+    file then shares, and closing it deletes that ``-wal`` with the builder's committed rows
+    (a worker's store left ``malformed``, a row missing).
     """
-    conn = _fitting(path, fits)
+    with _locked(path, fcntl.LOCK_SH):
+        conn = _fitting(path, fits)
     if conn is not None:
         return conn
-    with _one_builder(path):
+    with _locked(path, fcntl.LOCK_EX):
         conn = _fitting(path, fits)  # made by another while this one waited
         if conn is not None:
             return conn
@@ -97,26 +103,42 @@ def open_file(
 
 
 def _fitting(path: Path, fits: Callable[[sqlite3.Connection], bool]) -> sqlite3.Connection | None:
-    """The file opened when it is a database that ``fits``, else ``None`` (and nothing changed)."""
+    """The file opened when it is a database that ``fits``, else ``None`` (and nothing changed).
+
+    A busy or locked file is an error of its own, raised: taking it for one that does not fit
+    would delete another process's rows. A missing or empty file is not looked into: only the
+    builder makes one, since lookers that each turn a new empty file into WAL need its lock
+    at once and SQLite answers one of them ``database is locked`` without waiting.
+    """
+    try:
+        if path.stat().st_size == 0:
+            return None
+    except FileNotFoundError:
+        return None
     try:
         conn = connect(path, "normal", page_size=PAGE_SIZE)
-    except sqlite3.DatabaseError:
+    except sqlite3.DatabaseError as error:
+        if is_busy(error):
+            raise
         return None
     try:
         if fits(conn):
             return conn
-    except sqlite3.DatabaseError:
-        pass
+    except sqlite3.DatabaseError as error:
+        if is_busy(error):
+            conn.close()
+            raise
     conn.close()
     return None
 
 
 @contextmanager
-def _one_builder(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``search.db.lock`` beside the file, released on close or exit."""
+def _locked(path: Path, kind: int) -> Iterator[None]:
+    """A ``flock`` of ``kind`` on ``search.db.lock`` beside the file, released on close or exit."""
+    private_dir(path.parent)
     fd = os.open(f"{path}{BUILD_LOCK}", os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, kind)
         yield
     finally:
         os.close(fd)

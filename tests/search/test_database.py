@@ -63,6 +63,24 @@ class TestVersions:
         finally:
             conn.close()
 
+    def test_a_busy_file_is_an_error_not_a_missing_version(self, tmp_path: Path) -> None:
+        """A file another connection holds is not taken for one without ``meta``: that would
+        have it built anew, deleting the holder's rows.
+        """
+        path = tmp_path / "search.db"
+        SearchIndex(path).close()
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        other = sqlite3.connect(path, timeout=0)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                version_of(other, "schema_version")
+        finally:
+            other.close()
+            holder.execute("ROLLBACK")
+            holder.close()
+
 
 def open_and_write(path: Path, n: int, start: object) -> None:
     """In its own process: open ``search.db`` (made anew by whoever comes first) and write a row."""
