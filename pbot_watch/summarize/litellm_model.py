@@ -210,6 +210,10 @@ class LitellmSummarizer:
     def summarize(self, text: str, cancel: threading.Event) -> Summary:
         if cancel.is_set():
             raise Cancelled
+        if self.meter is not None:
+            # Before litellm is imported (seconds of CPU): a run that finds the day's cap reached
+            # pays nothing for it. Each request is checked again before it leaves.
+            self.meter.before_call()
         self._check_credentials(litellm())  # imported on the caller's thread, before the loop uses it
         text = scrub(text)  # an older record may hold a secret: it is not sent to the provider
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,6 +164,31 @@ class TestMeter:
         finally:
             model.close()
         assert len(server.chat_requests) == 1
+
+    def test_a_run_at_its_cap_does_not_import_litellm(self, tmp_path: Path) -> None:
+        """The cap is checked before litellm is imported (seconds of CPU): a ``summarize`` that
+        finds the day used up costs nothing. In a process of its own, where nothing imported it.
+        """
+        script = f"""
+import sys, threading
+from pathlib import Path
+from pbot_watch.summarize.base import LimitReached
+from pbot_watch.summarize.litellm_model import LitellmSummarizer
+from pbot_watch.summarize.store import Limits, Meter, SummaryStore
+store = SummaryStore(Path({str(tmp_path)!r}))
+store.add_usage({MODEL!r}, 10, 5, 0.0)  # today's one call, made earlier
+meter = Meter(store, Limits(calls_per_day=1))
+try:
+    LitellmSummarizer({MODEL!r}, api_base="http://127.0.0.1:9", meter=meter).summarize("x", threading.Event())
+except LimitReached as error:
+    print("limit:", error, "litellm" in sys.modules)
+"""
+        done = subprocess.run(
+            [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("limit: daily call limit"), done.stdout
+        assert done.stdout.strip().endswith("False"), done.stdout
 
     def test_usage_and_estimated_cost_are_recorded(self, server: OpenAIServer, tmp_path: Path) -> None:
         """Tokens go to today's usage, priced from litellm's local cost map when it knows the model."""
