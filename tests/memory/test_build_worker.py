@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.memory.build import WORKERS, MemoryBuilder, build_and_store, build_file, store_file
-from pbot_watch.memory.index import dictionaries, refresh_memory
+from pbot_watch.memory.index import dictionaries, held_text_keys, refresh_memory
 from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.memory.query import search_memory
 from pbot_watch.memory.texts import TRAIN_TEXTS
@@ -75,6 +75,26 @@ class TestSameRows:
         build = build_and_store(path, state)
         assert build.stored and not build.sources and not build.links
         with SearchIndex(SearchIndex.default_path(state)) as index:
+            assert memory_state(index) == inline
+
+    def test_texts_the_index_holds_get_no_rows_and_the_store_is_the_same(self, tmp_path: Path) -> None:
+        """A copy of a stored session (Pi's fork writes one): its texts are held, so the worker makes
+        no rows for them, and what both files store equals the inline build of both."""
+        first, copy = tmp_path / "sessions" / "a.jsonl", tmp_path / "sessions" / "b.jsonl"
+        w = busy_session(copy, turns=60)
+        first.write_bytes(copy.read_bytes())
+        w.user("only in the copy", id="u-copy")
+        with SearchIndex(tmp_path / "inline.db") as index:
+            refresh_memory(index, [first.parent])
+            inline = memory_state(index)
+        state = tmp_path / "state"
+        assert build_and_store(first, state).stored
+        with SearchIndex(SearchIndex.default_path(state)) as index:
+            build = build_file(copy, *dictionaries(index), held=lambda keys: held_text_keys(index, keys))
+            [new] = [source for source in build.sources if source.rows is not None]
+            assert new.text == "only in the copy"
+            assert len(build.sources) > 100
+            store_file(index, build)
             assert memory_state(index) == inline
 
     def test_rows_the_worker_cannot_store_come_back_to_the_service(self, tmp_path: Path) -> None:
