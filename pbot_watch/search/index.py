@@ -221,8 +221,10 @@ class SearchIndex:
         self.rules = rules
         self.conn = self._functions(self._open(path, rules))
         self._unreadable: list[str] = []
-        # Made by ``_prepare_huge`` for one ``update_written``: id(node) -> (node, seq, row values, FTS columns).
+        # Made by ``_prepare`` for one ``update_written``: id(node) -> (node, seq, row values, FTS
+        # columns), and (id(text), level) -> (text, FTS columns) for ``_terms_columns``.
         self._prepared: dict[int, tuple[Any, int, dict[str, Any], tuple[str, str, str] | None]] = {}
+        self._prepared_terms: dict[tuple[int, int], tuple[str, tuple[str, str, str]]] = {}
 
     # ---- opening ----------------------------------------------------------------------
     @classmethod
@@ -404,9 +406,38 @@ class SearchIndex:
         ``workspace`` is the workspace of a per-workspace folder; leave it ``None`` for a
         central archive (its records carry their own ``workspace`` field) or to let the
         folder's known workspace apply. Returns whether anything changed.
+
+        A record the index does not hold yet is read, and its rows and FTS columns made, before
+        the write transaction (``_read_ahead``): on a first run the service's history index
+        falls behind the records written, reads most of them back, and read and tokenised
+        inside the transaction they held search.db's write lock from raw memory's builders.
         """
+        ahead = self._read_ahead(path)
+        if ahead is not None:
+            return self.update_written(path, ahead, workspace)
         with self.transaction():
             return self._update_record(path, self._record_folder(path, workspace))
+
+    def _read_ahead(self, path: Path) -> Written | None:
+        """Record ``path`` as read now, when the index holds no row of it; else ``None`` (it is
+        read inside the transaction, as before, if it changed).
+
+        Only a record new to the index: a changed one is compared node by node with its rows,
+        and making every node's columns ahead would tokenise the unchanged ones for nothing.
+        The file's stamp is taken before and after the read; a file replaced meanwhile is left
+        to the transaction, which reads it again (``update_written`` finds the stamp changed).
+        """
+        from pbot_watch.archive.files import read_record  # noqa: PLC0415
+        from pbot_watch.archive.fresh import Written  # noqa: PLC0415 - memory queries read no record
+
+        st = _stat(path)
+        if st is None or self.conn.execute("SELECT 1 FROM records WHERE path = ?", (str(path),)).fetchone():
+            return None
+        record = read_record(path)
+        after = _stat(path)
+        if record is None or after is None or FileStamp.of(after) != FileStamp.of(st):
+            return None
+        return Written(record, FileStamp.of(st), base=None, changed=None)
 
     def update_written(self, path: Path, written: Written, workspace: str | None = None) -> bool:
         """``update_record`` for a record this process just wrote, from ``written`` (``archive/fresh.py``).
@@ -417,11 +448,12 @@ class SearchIndex:
         kept); otherwise every node is, from the record in memory. A file changed since (by
         another tool) is read as ``update_record`` reads it.
         """
-        self._prepare_huge(written)
+        self._prepare(written)
         try:
             return self._update_written(path, written, workspace)
         finally:
             self._prepared.clear()
+            self._prepared_terms.clear()
 
     def _update_written(self, path: Path, written: Written, workspace: str | None) -> bool:
         with self.transaction():
@@ -441,20 +473,22 @@ class SearchIndex:
             self._store_record(path, folder, written.record, st, row, only, delta)
             return True
 
-    def _prepare_huge(self, written: Written) -> None:
-        """The row values and FTS columns of the written record's changed texts over
-        ``INDEXED_CHARS``, made before the write transaction, which then only looks them up.
+    def _prepare(self, written: Written) -> None:
+        """The row values and FTS columns of the written record's changed nodes, made before the
+        write transaction, which then only looks them up.
 
         They are pure functions of the node (scrub, the lone-surrogate check, the terms of the
-        capped head): for a pasted 50 MB log they took 1 s of the 1.6 s search.db's write lock
-        was held, and the service's reading thread waited that long to store an append to
-        another session in raw memory. Kept by the node's identity, for this one call.
+        text's head), and search.db's one write lock is what the service's history index and
+        raw memory's build workers queue for. Made inside the transaction, a pasted 50 MB log
+        held the lock 1.6 s, 1 s of it for this; and on a first run over 634 MB the history
+        index held the lock 30 s of the 84 s the run took, more than a quarter of it stemming
+        words no other writer needed the lock for. Kept by the node's identity, for this one call.
         """
         nodes = written.record.get("nodes")
         if not isinstance(nodes, list):
             return
         for seq, raw in enumerate(nodes):
-            if not isinstance(raw, dict) or len(_str(raw.get("text"))) <= INDEXED_CHARS:
+            if not isinstance(raw, dict):
                 continue
             if written.changed is not None and raw.get("id") not in written.changed:
                 continue
@@ -463,9 +497,11 @@ class SearchIndex:
                 continue
             terms = self._terms_columns(0, node["text"], node["level"])[1:] if node["searchable"] else None
             self._prepared[id(raw)] = (raw, seq, node, terms)
+            if terms is not None:
+                self._prepared_terms[(id(node["text"]), node["level"])] = (node["text"], terms)
 
     def _values(self, raw: Any, seq: int) -> dict[str, Any] | None:
-        """``_node_values``, or what ``_prepare_huge`` made of this very node at this place."""
+        """``_node_values``, or what ``_prepare`` made of this very node at this place."""
         prepared = self._prepared.get(id(raw))
         if prepared is not None and prepared[0] is raw and prepared[1] == seq:
             return prepared[2]
@@ -687,9 +723,9 @@ class SearchIndex:
         self._fts_insert(fts_in)
 
     def _terms_columns(self, rowid: int, text: str, level: int) -> tuple[int, str, str, str]:
-        for _raw, _seq, node, terms in self._prepared.values():
-            if terms is not None and node["text"] is text and node["level"] == level:
-                return (rowid, *terms)
+        prepared = self._prepared_terms.get((id(text), level))
+        if prepared is not None and prepared[0] is text:
+            return (rowid, *prepared[1])
         head = text[:INDEXED_CHARS]
         if level != 0:
             return rowid, "", "", document(head, self.rules)
