@@ -59,6 +59,7 @@ from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.search.held import HeldIndex
 from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.tokens import prepare_bulk
 from pbot_watch.sources import NotRegularFile, SessionTail
 
 log = structlog.get_logger("pbot_watch.memory")
@@ -244,6 +245,12 @@ def store_file(index: SearchIndex, build: FileBuild) -> None:
     )
 
 
+def _start_worker() -> None:
+    """In a new worker: watch the service (``_watch_parent``) and get the tokeniser ready for bulk work."""
+    _watch_parent()
+    prepare_bulk()
+
+
 def _watch_parent() -> None:
     """In the worker: leave when the service is gone (a ``kill -9`` leaves no one to stop it)."""
     parent = os.getppid()
@@ -354,7 +361,7 @@ class MemoryBuilder:
         if self._pool is None:
             # Spawned, not forked: the service has threads (a fork copies their locks held).
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_watch_parent)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_start_worker)
         return self._pool
 
     def _restart(self) -> None:

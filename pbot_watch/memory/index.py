@@ -57,10 +57,9 @@ from pbot_watch.memory.texts import (
     TextCodec,
     capped,
     chunk_row,
-    document_tokens,
     literal_document,
     sample,
-    term_chunks,
+    term_rows,
     train,
 )
 from pbot_watch.pi.cursor import Cursor, Plan
@@ -272,19 +271,18 @@ def _digests(source: Source, text: str) -> tuple[bytes, int]:
 
 @dataclass(frozen=True)
 class TextRows:
-    """What a new text's rows hold: its stored form, its literal row, its terms chunks ``(first line, body)``."""
+    """What a new text's rows hold: its stored form, its literal row, its terms rows ``(first line, tokens, body)``."""
 
     data: bytes
     packed: int
     literal: str | None
-    terms: list[tuple[int, str]]
+    terms: list[tuple[int, int, str]]
 
 
 def text_rows(text: str, codec: TextCodec) -> TextRows:
     """The rows of a text not stored yet: the CPU work of storing it, none of it the database's."""
     data, packed = codec.pack(text)
-    chunks = term_chunks(text)
-    return TextRows(data, packed, literal_document(text), [(line, body) for line, _count, body in chunks])
+    return TextRows(data, packed, literal_document(text), term_rows(text))
 
 
 @dataclass(slots=True)
@@ -512,7 +510,8 @@ class _FileWriter:
         """The texts this writer made, by key, with their row: a second source with one shares it."""
         self.literal: list[tuple[int, str]] = []
         self.chunks: list[tuple[int, int, int]] = []
-        self.terms: list[tuple[int, str]] = []
+        self.terms: list[tuple[int, str, int]] = []
+        """``(row, body, tokens)`` of the terms rows to insert."""
         """The index rows of the texts ``_add`` stored, written at its end (a statement each, not one per text)."""
         self.conn.execute("INSERT OR IGNORE INTO mem_branches(file, length) VALUES (?, 0)", (self.file,))
         self.branch, self.leaf, self.length = self.conn.execute(
@@ -685,8 +684,8 @@ class _FileWriter:
         self.tallies.flush()
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
-        self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", self.terms)
-        _count_chunks(self.conn, [(row, document_tokens(body)) for row, body in self.terms])
+        self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", [t[:2] for t in self.terms])
+        _count_chunks(self.conn, [(row, tokens) for row, _body, tokens in self.terms])
         self.literal, self.chunks, self.terms = [], [], []
 
     def _held_texts(self, keys: set[int]) -> dict[int, list[tuple[int, bytes, int]]]:
@@ -733,13 +732,13 @@ class _FileWriter:
         self.made.setdefault(source.key, []).append((row, text))
         if rows.literal is not None:
             self.literal.append((rowid, rows.literal))
-        for number, (line, body) in enumerate(rows.terms):
+        for number, (line, tokens, body) in enumerate(rows.terms):
             if number < CHUNK_SLOTS:
-                self.terms.append((chunk_row(rowid, number), body))
+                self.terms.append((chunk_row(rowid, number), body, tokens))
                 continue
             chunk, self.next_chunk = self.next_chunk, self.next_chunk + 1
             self.chunks.append((chunk, rowid, line))
-            self.terms.append((chunk, body))
+            self.terms.append((chunk, body, tokens))
         if self.untrained:
             self.held += 1
             if self.held >= TRAIN_TEXTS:
@@ -1152,7 +1151,8 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
         conn.execute(
             "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (text_id, document)
         )
-    bodies = [body for _line, _count, body in term_chunks(text)]
+    rows = term_rows(text)
+    bodies = [body for _line, _tokens, body in rows]
     chunks = [chunk_row(text_id, number) for number in range(min(len(bodies), CHUNK_SLOTS))]
     chunks += [
         chunk
@@ -1165,7 +1165,7 @@ def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
     conn.executemany("DELETE FROM mem_chunk_tokens WHERE rowid = ?", ((chunk,) for chunk in chunks))
     conn.execute(
         "UPDATE mem_terms_stats SET rows = rows - ?, tokens = tokens - ?",
-        (len(chunks), sum(map(document_tokens, bodies))),
+        (len(chunks), sum(tokens for _line, tokens, _body in rows)),
     )
     conn.execute("DELETE FROM mem_chunks WHERE text = ?", (text_id,))
     conn.execute("DELETE FROM mem_texts WHERE rowid = ?", (text_id,))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pbot_watch.search.held import HeldIndex
+from pbot_watch.search.tokens import prepare_bulk
 
 if TYPE_CHECKING:
     from pbot_watch.archive.fresh import FreshRecords
@@ -26,6 +27,7 @@ class SearchListener:
     def __init__(self, state_dir: Path, fresh: FreshRecords | None = None) -> None:
         self.index = HeldIndex(state_dir)
         self.fresh = fresh
+        prepare_bulk()  # it tokenises every exchange and summary the service writes
 
     def __call__(self, record: Path, session_id: str) -> None:  # noqa: ARG002 - the listener's signature
         written = self.fresh.take(record) if self.fresh is not None else None

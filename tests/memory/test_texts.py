@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pbot_watch.memory.texts import CHUNK_LINES, indexed_lines, term_chunks
+from pbot_watch.memory.texts import CHUNK_LINES, indexed_lines, term_chunks, term_rows
 from pbot_watch.search.index import INDEXED_CHARS
 from pbot_watch.search.tokens import document
 
@@ -42,3 +42,34 @@ class TestTermChunks:
         ]
         for text in texts:
             assert chunks_of_lines(text) == term_chunks(text)
+
+
+class TestTermRows:
+    """What ``mem_terms`` stores: each chunk's tokens once, counted as its whole document counts them."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(
+            st.sampled_from(
+                ["", "a", "fooBar", "中文配置", "x_y 1", "  ", "HTTPServer2", "a" * 70, "é́", "🙂x"]
+            ),
+            max_size=3 * CHUNK_LINES,
+        )
+    )
+    def test_the_same_tokens_as_the_whole_documents(self, lines: list[str]) -> None:
+        text = "\n".join(lines)
+        whole = term_chunks(text)
+        rows = term_rows(text)
+        assert [line for line, _count, _doc in whole] == [line for line, _tokens, _body in rows]
+        for (_line, _count, doc), (_first, tokens, body) in zip(whole, rows, strict=True):
+            assert set(body.split()) == set(doc.split())
+            assert tokens == len(doc.split())
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(max_size=400))
+    def test_any_text(self, text: str) -> None:
+        for (_line, _count, doc), (_first, tokens, body) in zip(
+            term_chunks(text), term_rows(text), strict=True
+        ):
+            assert set(body.split()) == set(doc.split())
+            assert tokens == len(doc.split())
