@@ -68,6 +68,10 @@ class Source:
     unanswered: str | None = None
     """For a tool call delivered without a result (none seen yet), the call's id: a result that
     arrives later takes the call along, and this source goes (``MemoryFeed``)."""
+    derived: bool = False
+    """The label is ``index.derived_label`` of the kind and the text by construction (made from
+    the text of its one section, titled by the kind): ``index.stored_label`` need not derive it
+    again to find it so (hundreds of thousands of sources on a first run)."""
 
 
 @dataclass
@@ -232,6 +236,19 @@ def _source(entry: dict[str, Any], seq: int, part: int, kind: str, label: str, b
     )
 
 
+def _text_source(entry: dict[str, Any], seq: int, part: int, kind: str, text: str, title: str = "") -> Source:
+    """A source of one section holding ``text``, labelled by its kind and text (``derived``).
+
+    The section holds ``text`` without one trailing newline, which a flattened label never
+    shows: the label is the one ``index.derived_label`` gives the stored text.
+    """
+    b = _Builder()
+    b.section(title or kind, text)
+    source = _source(entry, seq, part, kind, f"{kind} {_short(text)}", b)
+    source.derived = True
+    return source
+
+
 def _count(n: int) -> str:
     return f"{n} line" if n == 1 else f"{n} lines"
 
@@ -325,9 +342,7 @@ def _entry_sources(
         if role == "user":
             text = source_text(content)
             if text:
-                b = _Builder()
-                b.section("user", text)
-                sources.append(_source(entry, seq, 0, "user", f"user {_short(text)}", b))
+                sources.append(_text_source(entry, seq, 0, "user", text))
         elif role == "assistant":
             blocks = _blocks(content)
             thinking = scrub(
@@ -335,13 +350,9 @@ def _entry_sources(
             )
             text = scrub("\n".join(js_string(b.get("text")) for b in blocks if b.get("type") == "text"))
             if thinking.strip():
-                b = _Builder()
-                b.section("thinking", thinking)
-                sources.append(_source(entry, seq, 0, "thinking", f"thinking {_short(thinking)}", b))
+                sources.append(_text_source(entry, seq, 0, "thinking", thinking))
             if text.strip():
-                b = _Builder()
-                b.section("assistant", text)
-                sources.append(_source(entry, seq, 1, "assistant", f"assistant {_short(text)}", b))
+                sources.append(_text_source(entry, seq, 1, "assistant", text))
             for i, block in enumerate(b for b in blocks if b.get("type") == "toolCall"):
                 call_id = block.get("id")
                 if isinstance(call_id, str):
@@ -389,15 +400,13 @@ def _entry_sources(
         elif role in ("custom", "hookMessage"):
             text = source_text(content)
             if text:
-                b = _Builder()
-                b.section(str(message.get("customType") or "custom"), text)
-                sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
+                sources.append(
+                    _text_source(entry, seq, 0, "custom", text, str(message.get("customType") or ""))
+                )
     elif kind == "custom_message":
         text = source_text(entry.get("content"))
         if text:
-            b = _Builder()
-            b.section(str(entry.get("customType") or "custom"), text)
-            sources.append(_source(entry, seq, 0, "custom", f"custom {_short(text)}", b))
+            sources.append(_text_source(entry, seq, 0, "custom", text, str(entry.get("customType") or "")))
     elif kind == "compaction":
         # Always a source, even without a summary: a compaction source's row id is what lets a
         # memory-search cursor ignore compactions written after its first page (query.py).
@@ -408,9 +417,7 @@ def _entry_sources(
     elif kind == "branch_summary":
         told = scrub(entry["summary"]) if isinstance(entry.get("summary"), str) else None
         if told:
-            b = _Builder()
-            b.section(kind, told)
-            sources.append(_source(entry, seq, 0, kind, f"{kind} {_short(told)}", b))
+            sources.append(_text_source(entry, seq, 0, kind, told))
     return sources
 
 

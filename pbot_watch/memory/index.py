@@ -324,7 +324,9 @@ def prepare_source(source: Source) -> PreparedSource:
         kind=source.kind,
         stamp=stamp,
         stamp_text=stamp_text,
-        label=stored_label(
+        label=None
+        if source.derived and not capped(text)
+        else stored_label(
             source.kind, text, source.label, read_sections(source.kind, sections, len(source.lines))
         ),
         sections=sections,

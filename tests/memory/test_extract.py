@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 from pbot_watch.history.jstext import collapse_whitespace
 from pbot_watch.memory import extract
 from pbot_watch.memory.extract import MemoryFeed, _line_count, _short, session_memory
+from pbot_watch.memory.index import stored_label
+from pbot_watch.memory.texts import capped
+from pbot_watch.pi.entries import SessionReader
+from tests.support.paths import FIXTURES
 
 WHITESPACE_AND_LINES = st.text(
     alphabet=st.sampled_from(list("ab é \n\t\u3000\u2028\x1c\r\x85")), max_size=900
@@ -60,6 +64,45 @@ class TestLabels:
         """A text too long to split is counted without its lines, as str.splitlines counts them."""
         monkeypatch.setattr(extract, "_SPLIT_CHARS", 0)
         assert len(text.splitlines()) == _line_count(text)
+
+
+class TestDerivedLabels:
+    """A source marked ``derived`` stores no label: the kind and the text give it back exactly."""
+
+    @staticmethod
+    def check(entries: list[dict[str, Any]]) -> int:
+        derived = 0
+        for source in session_memory(entries).sources:
+            text = "\n".join(source.lines)
+            sections = [(s.title, s.first, s.last) for s in source.sections]
+            if source.derived:
+                derived += 1
+                assert stored_label(source.kind, text, source.label, sections) is None or capped(text)
+        return derived
+
+    @settings(max_examples=300, deadline=None)
+    @given(WHITESPACE_AND_LINES, st.sampled_from(["user", "assistant", "thinking", "custom", "branch"]))
+    def test_any_text(self, text: str, role: str) -> None:
+        message: dict[str, Any]
+        if role == "thinking":
+            message = {"role": "assistant", "content": [{"type": "thinking", "thinking": text}]}
+        elif role == "custom":
+            message = {"role": "custom", "customType": "note", "content": text}
+        else:
+            message = {"role": role, "content": [{"type": "text", "text": text}]}
+        entry = {"type": "message", "id": "e1", "parentId": None, "message": message}
+        if role == "branch":
+            entry = {"type": "branch_summary", "id": "e1", "parentId": None, "summary": text}
+        self.check([entry])
+
+    def test_every_fixture(self) -> None:
+        derived = 0
+        for path in sorted(FIXTURES.rglob("*.jsonl")):
+            reader = SessionReader()
+            entries = reader.feed(path.read_bytes())
+            if reader.header is not None:
+                derived += self.check(entries)
+        assert derived > 100
 
 
 class TestMemoryFeed:
