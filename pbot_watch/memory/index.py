@@ -26,6 +26,7 @@ import os
 import sqlite3
 import threading
 import zlib
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -513,8 +514,10 @@ class _FileWriter:
         self.literal: list[tuple[int, str]] = []
         self.chunks: list[tuple[int, int, int]] = []
         self.terms: list[tuple[int, str, int]] = []
-        """``(row, body, tokens)`` of the terms rows to insert."""
-        """The index rows of the texts ``_add`` stored, written at its end (a statement each, not one per text)."""
+        """The index rows of the texts ``_add`` stored, written at its end (a statement each, not one
+        per text); a terms row is ``(row, body, tokens)``."""
+        self.more_refs: Counter[int] = Counter()
+        """Sources that share a stored text, by its row, counted at ``_add``'s end (a statement, not one per source)."""
         self.conn.execute("INSERT OR IGNORE INTO mem_branches(file, length) VALUES (?, 0)", (self.file,))
         self.branch, self.leaf, self.length = self.conn.execute(
             "SELECT id, leaf, length FROM mem_branches WHERE file = ?", (self.file,)
@@ -684,6 +687,11 @@ class _FileWriter:
             visible,
         )
         self.tallies.flush()
+        self.conn.executemany(
+            "UPDATE mem_texts SET refs = refs + ? WHERE rowid = ?",
+            [(n, row) for row, n in self.more_refs.items()],
+        )
+        self.more_refs.clear()
         self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
         self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", [t[:2] for t in self.terms])
@@ -704,13 +712,14 @@ class _FileWriter:
         text = source.text
         for mine, made in self.made.get(source.key, ()):
             if made == text:
-                mine[1] += 1  # refs, of a row not inserted yet or inserted by this writer
                 if mine[-1]:
-                    self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (mine[0],))
+                    self.more_refs[mine[0]] += 1  # a row this writer inserted already
+                else:
+                    mine[1] += 1  # refs, of a row not inserted yet
                 return int(mine[0])
         for rowid, data, packed in held.get(source.key, ()):
             if self.codec.unpack(data, packed) == text:
-                self.conn.execute("UPDATE mem_texts SET refs = refs + 1 WHERE rowid = ?", (rowid,))
+                self.more_refs[rowid] += 1
                 return rowid
         rows = source.rows
         if rows is None:
