@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import statistics
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from pbot_watch.sqlite import (
     execute_script,
     migrate,
     transaction,
+    try_write,
 )
 
 
@@ -126,6 +130,59 @@ class TestTransaction:
         with pytest.raises(RuntimeError):
             create_then_fail()
         assert [] == conn.execute("SELECT name FROM sqlite_master").fetchall()
+        conn.close()
+
+
+class TestWaitingForTheLock:
+    """A writer waiting for another's write lock takes it as soon as it is free, and no later than its timeout."""
+
+    @staticmethod
+    def hold(path: Path, seconds: float, taken: threading.Event, released: list[float]) -> threading.Thread:
+        """Another connection holding the write lock for ``seconds``; ``released`` gets the moment it let go."""
+
+        def run() -> None:
+            other = connect(path, "normal", threads=True)
+            with transaction(other):
+                taken.set()
+                time.sleep(seconds)
+            released.append(time.monotonic())
+            other.close()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        taken.wait()
+        return thread
+
+    def test_a_long_wait_ends_right_after_the_release(self, tmp_path: Path) -> None:
+        """SQLite's own busy handler asks every 100 ms once it has waited a third of a second; we ask
+        every few ms, so the lock passes on within milliseconds of being freed."""
+        path = tmp_path / "a.db"
+        conn = connect(path, "normal")
+        late = []
+        for _ in range(5):
+            released: list[float] = []
+            holder = self.hold(path, 0.5, threading.Event(), released)
+            with transaction(conn):
+                took = time.monotonic()
+            holder.join()
+            late.append(took - released[0])
+        assert statistics.median(late) < 0.03, late
+        conn.close()
+
+    def test_busy_past_the_timeout_raises_and_keeps_the_timeout(self, tmp_path: Path) -> None:
+        path = tmp_path / "a.db"
+        conn = connect(path, "normal")
+        conn.execute("PRAGMA busy_timeout = 200")
+        holder = self.hold(path, 1.0, threading.Event(), [])
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="locked"), transaction(conn):
+            pass
+        assert 0.15 < time.monotonic() - started < 0.9
+        assert not conn.in_transaction
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (200,)
+        assert try_write(conn, lambda: 1, 50) is None
+        holder.join()
+        assert try_write(conn, lambda: 1, 50) == 1
         conn.close()
 
 
