@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
 from itertools import chain
 from typing import NamedTuple
 
@@ -189,6 +188,20 @@ class _RunDocuments(dict[str, str]):
 _DOCUMENTS = _RunDocuments()
 
 
+class _RunTokenCounts(dict[str, int]):
+    """Run -> how many tokens its document has (``distinct_document``), computed on first sight."""
+
+    def __missing__(self, run: str) -> int:
+        if len(self) >= RUN_CACHE_SIZE:
+            self.clear()
+        doc = _DOCUMENTS[run]
+        count = self[run] = doc.count(" ") + 1 if doc else 0
+        return count
+
+
+_TOKEN_COUNTS = _RunTokenCounts()
+
+
 def _runs(text: str) -> list[str]:
     """The runs of token characters of ``text``, in order."""
     if "_" in text:
@@ -217,18 +230,13 @@ def distinct_document(text: str) -> tuple[str, int]:
 
     For an index that keeps which rows hold a token and not how often (FTS5 ``detail=none``):
     the same rows hold the same tokens, and the index tokenises each word once. Runs are
-    counted in C (``Counter``) and taken in the order first seen, so the body is the same in
-    every process (a contentless table deletes a row by repeating it).
+    counted and made distinct in C (``sum``/``map``, ``dict.fromkeys``), in the order first
+    seen, so the body is the same in every process (a contentless table deletes a row by
+    repeating it).
     """
-    counts = Counter(_runs(text))
-    docs = []
-    total = 0
-    for run, times in counts.items():
-        doc = _DOCUMENTS[run]
-        if doc:
-            docs.append(doc)
-            total += times * (doc.count(" ") + 1)
-    return " ".join(docs), total
+    runs = _runs(text)
+    total = sum(map(_TOKEN_COUNTS.__getitem__, runs))
+    return " ".join(filter(None, map(_DOCUMENTS.__getitem__, dict.fromkeys(runs)))), total
 
 
 def tokens(text: str) -> list[str]:
