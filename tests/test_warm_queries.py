@@ -231,10 +231,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie still answers: ask the process table whether it has been reaped or is exiting.
-    # It may be reaped between the two questions: its stat then is gone, and so is it.
+    # It may be reaped between the two questions: its stat then is gone (open fails), or goes
+    # while it is read (the read fails with ESRCH), and so is it.
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return state not in ("Z", "X")
 
