@@ -233,7 +233,11 @@ def term_rows(text: str) -> list[tuple[int, int, str]]:
     0.57 s of CPU with whole documents, 0.16 s so). ``tokens`` is the whole document's count,
     the chunk length BM25 normalises by (``ranking.py``).
     """
-    return [(first, *distinct_document(piece)[::-1]) for first, _count, piece in _chunk_texts(text)]
+    rows = []
+    for first, _count, piece in _chunk_texts(text):
+        body, tokens = distinct_document(piece)
+        rows.append((first, tokens, body))
+    return rows
 
 
 def _chunk_texts(text: str) -> list[tuple[int, int, str]]:
