@@ -32,6 +32,7 @@ from pbot_watch.config import Settings
 from pbot_watch.display import plural
 from pbot_watch.errors import PbotWatchError
 from pbot_watch.indexer import EntriesRead
+from pbot_watch.service import allocator
 from pbot_watch.service.allocator import release_free_memory
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.hooks import BuildingFollower, Extensions, ServiceContext, TouchedFollower
@@ -191,7 +192,7 @@ class Service:
             archive=str(settings.archive) if settings.archive else None,
             state=str(settings.state_dir),
             migrations=self.state.applied,
-            allocator=os.environ.get("PYTHONMALLOC", "pymalloc"),
+            allocator=allocator.current(),
         )
         self._import_legacy(store)
         self.reporter.write()
