@@ -57,6 +57,7 @@ from pbot_watch.memory.index import (
 from pbot_watch.memory.texts import TextCodec
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
+from pbot_watch.redact import policy
 from pbot_watch.search.held import HeldIndex
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.tokens import prepare_bulk
@@ -245,9 +246,16 @@ def store_file(index: SearchIndex, build: FileBuild) -> None:
     )
 
 
-def _start_worker() -> None:
-    """In a new worker: watch the service (``_watch_parent``) and get the tokeniser ready for bulk work."""
+def _start_worker(redact: bool = True) -> None:
+    """In a new worker: watch the service (``_watch_parent``), redact as the service does, and get
+    the tokeniser ready for bulk work.
+
+    ``redact``: the service's ``[privacy] redact`` setting. A spawned worker loads no settings,
+    so without it a worker redacted what the service, set not to, stored as Pi wrote it: a
+    file's sources would differ by who read them.
+    """
     _watch_parent()
+    policy.configure(redact)
     prepare_bulk()
 
 
@@ -361,7 +369,9 @@ class MemoryBuilder:
         if self._pool is None:
             # Spawned, not forked: the service has threads (a fork copies their locks held).
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_start_worker)
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=context, initializer=_start_worker, initargs=(policy.enabled(),)
+            )
         return self._pool
 
     def _restart(self) -> None:

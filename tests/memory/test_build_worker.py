@@ -452,3 +452,34 @@ def test_a_slow_file_at_the_head_does_not_idle_the_other_worker(tmp_path: Path) 
         builder.close()
     assert sorted(held_before_big) == sorted(str(p) for p in small)
     assert taken == [big, *small]
+
+
+@pytest.mark.parametrize("redact", [True, False])
+def test_the_workers_redact_as_the_service_is_set_to(tmp_path: Path, redact: bool) -> None:
+    """``[privacy] redact = false`` reaches the spawned workers: a file they build holds what an
+    inline read of it holds, the secret kept or redacted alike."""
+    from pbot_watch.redact import policy
+
+    path = tmp_path / "sessions" / "s.jsonl"
+    forked_session(path)
+    state = tmp_path / "state"
+    state.mkdir()
+    policy.configure(redact)
+    try:
+        with SearchIndex(tmp_path / "inline.db") as index:
+            refresh_memory(index, [path.parent])
+            inline = memory_state(index)
+        builder = MemoryBuilder(state, in_flight=1, workers=1)
+        try:
+            builder.add(path)
+            builder.submit()
+            ready = wait_for(builder.ready, 60, "the worker's build")
+        finally:
+            builder.close()
+    finally:
+        policy.configure(True)
+    assert ready[1] is not None and ready[1].stored
+    with SearchIndex(SearchIndex.default_path(state)) as index:
+        assert memory_state(index) == inline
+        texts = [h.snippet for h in search_memory(index, "secret").hits]
+    assert texts and all(("[redacted:" in t) == redact for t in texts)
