@@ -64,6 +64,7 @@ class IdleClock:
                 target=self._run, args=(self._cancel,), name="pbot-idle", daemon=True
             )
             self.runs += 1
+            log.info("idle_work_started", worker=self.worker.name, run=self.runs)
             self._thread.start()
 
     def _run(self, cancel: threading.Event) -> None:

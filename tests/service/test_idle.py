@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 from pbot_watch.service.hooks import NoIdleWork
 from pbot_watch.service.idle import IdleClock
-from tests.support.service import wait_for
+from tests.memory.test_index import busy_session
+from tests.support.service import ServiceProcess, wait_for
 
 
 class Blocking:
@@ -67,3 +70,18 @@ class TestIdleClock:
         wait_for(lambda: errors, what="the error")
         assert "model unreachable" in errors[0]
         assert clock.info()["last_error"] is not None
+
+
+class TestIdleWorkWaitsForTheCatchUp:
+    def test_no_idle_work_before_caught_up(self, tmp_path: Path) -> None:
+        """With ``--idle-seconds 0`` the summaries could start on the first tick; they start only
+        after the start's catch-up (records, history index and raw memory) is done."""
+        sessions = tmp_path / "sessions"
+        for n in range(6):
+            busy_session(sessions / f"--proj-{n}--" / "s.jsonl", turns=300)
+        with ServiceProcess([sessions], tmp_path / "archive", "--idle-seconds", "0").start() as service:
+            wait_for(lambda: service.log_events("idle_work_started"), 60, "the idle work")
+            events = [json.loads(line).get("event") for line in service.log.read_text().splitlines() if line]
+            assert "caught_up" in events
+            assert events.index("caught_up") < events.index("idle_work_started")
+            assert service.stop() == 0
