@@ -494,3 +494,12 @@ class ArchiveStore:
         self._indexers.clear()
         self._encoder.forget()
         self._read_json.clear()
+
+    def forget_record(self, path: Path) -> None:
+        """Drop what is kept of record ``path`` (parsed, and its nodes' JSON): for a writer that
+        reads each record anew (the summary queue), whose writes would otherwise keep up to
+        ``RECORD_CACHE_SIZE`` records parsed, hundreds of MB after a first run.
+        """
+        self._records.pop(path, None)
+        self._encoder.forget(path)
+        self._read_json.pop(path, None)

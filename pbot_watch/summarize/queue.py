@@ -8,7 +8,10 @@ fork's shared groups, a re-keyed node or a re-read file cost no call.
 
 Results are written back read-merge-write: the record is read from disk just before writing,
 and the result is dropped (it stays cached) when the node vanished, its children changed, or
-someone else (pbot) filled it meanwhile. A node that fails stays pending, its error counted in
+someone else (pbot) filled it meanwhile. A record's nodes of one pass are summarized from one
+read of it and written back together (``_Batch``): one node at a time, a first run's offline
+pass read and rewrote a long session's record (8 MB) once per node, and the service indexed
+each rewrite again. A node that fails stays pending, its error counted in
 the store and retried with backoff; it never becomes ready with empty text and does not stop
 the other nodes. Cancellation (the person typed again) and limits stop the run; the node
 stays pending for the next idle period.
@@ -60,14 +63,56 @@ def is_offline_summary(node: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One node to summarize, with the exact input it was chosen for."""
+    """One node to summarize, named by the key of the exact input it was chosen for (``content_key``).
+
+    Not the input itself: a scan finds every pending node of the archive, and after a first run
+    their inputs are nearly all of its exchanges' text (467 MB of records held 1.5 GB of RSS).
+    The input is made again from the record when the node's turn comes (``_Batch.input``).
+    """
 
     path: Path
     record_id: str
     node_id: str
     level: int
-    text: str
+    key: str
     upgrade: bool
+
+
+class _Nodes:
+    """A record as read, its nodes by id: where a task's node and input are looked up."""
+
+    def __init__(self, record: dict[str, Any] | None) -> None:
+        self.record = record
+        nodes = record.get("nodes") if record is not None else None
+        self.by_id = {n.get("id"): n for n in nodes if isinstance(n, dict)} if isinstance(nodes, list) else {}
+
+    def node(self, task: Task) -> dict[str, Any] | None:
+        """``task``'s summary node, when this is still its record."""
+        if self.record is None or self.record.get("id") != task.record_id:
+            return None
+        node = self.by_id.get(task.node_id)
+        return node if node is not None and node.get("kind") == "summary" else None
+
+    def input(self, task: Task, key: Callable[[str], str]) -> str | None:
+        """``node_input`` of ``task``'s node; ``None`` unless it is the input scanned (``task.key``)."""
+        node = self.node(task)
+        if node is None:
+            return None
+        children = [self.by_id.get(child) for child in node.get("children", [])]
+        if any(c is None or not c.get("ready") for c in children):
+            return None
+        text = node_input([c for c in children if c is not None])
+        return text if key(text) == task.key else None
+
+
+@dataclass
+class _Batch:
+    """One record's tasks of a pass: summarized from one read of it, written back together."""
+
+    path: Path
+    nodes: _Nodes
+    results: list[tuple[Task, str, str]] = field(default_factory=list)
+    """``(task, summary, summarizer id)`` waiting to be written."""
 
 
 @dataclass
@@ -145,7 +190,10 @@ class SummaryQueue:
             if stamp is not None and self.settled.get(path) == stamp:
                 scan.records += 1  # unchanged since a scan found nothing to do in it
                 continue
-            record = self.archive.load(path)
+            # Read, not ``archive.load``: that keeps the last 64 records parsed, and after a first
+            # run those are hundreds of MB of Python objects; a record is parsed again when its
+            # nodes' turn comes (``_Batch``).
+            record = read_record(path)
             if record is None:
                 continue
             scan.records += 1
@@ -174,8 +222,7 @@ class SummaryQueue:
                 ):
                     scan.waiting_for_children += 1
                     continue
-                text = node_input([c for c in children if c is not None])
-                key = content_key(text, self.summarizer.id, self.summarizer.prompt_version)
+                key = self._key(node_input([c for c in children if c is not None]))
                 failure = self.store.failure(node["id"])
                 if failure is not None and failure.key == key:
                     scan.failed += 1
@@ -183,7 +230,7 @@ class SummaryQueue:
                         scan.backing_off += 1
                         continue
                 scan.tasks.append(
-                    Task(path, record["id"], node["id"], int(node.get("level", 0)), text, upgrade)
+                    Task(path, record["id"], node["id"], int(node.get("level", 0)), key, upgrade)
                 )
             if scan.pending + scan.upgradable == work_before and stamp is not None:
                 self.settled[path] = stamp
@@ -194,6 +241,9 @@ class SummaryQueue:
         self.last_scan = scan
         self.store.set_meta("last_scan", json.dumps(self._scan_summary(scan)))
         return scan
+
+    def _key(self, text: str) -> str:
+        return content_key(text, self.summarizer.id, self.summarizer.prompt_version)
 
     @staticmethod
     def _scan_summary(scan: Scan) -> dict[str, int]:
@@ -247,41 +297,61 @@ class SummaryQueue:
             if not tasks:
                 return True
             before = report.summarized
-            for index, task in enumerate(tasks):
+            batch: _Batch | None = None
+            tried = False
+            for task in tasks:
+                if batch is not None and batch.path != task.path:
+                    self._flush(batch, report)
+                    batch = None
+                waiting = len(batch.results) if batch is not None else 0
+                stop: Stop | None = None
                 if cancel.is_set():
-                    report.stop = "cancelled"
-                    return index == 0
-                if max_summaries is not None and report.summarized >= max_summaries:
-                    report.stop = "max-summaries"
-                    return index == 0
+                    stop = "cancelled"
+                elif max_summaries is not None and report.summarized + waiting >= max_summaries:
+                    stop = "max-summaries"
+                if stop is not None:
+                    if batch is not None:
+                        self._flush(batch, report)
+                    report.stop = stop
+                    return not tried
                 if progress is not None:
                     progress(done, done + len(tasks) + scan.waiting_for_children, task.node_id)
-                outcome = self._one(task, cancel, report)
+                if batch is None:
+                    batch = _Batch(task.path, _Nodes(read_record(task.path)))
+                tried = True
+                outcome = self._one(task, batch, cancel, report)
                 if outcome == "stop":
+                    self._flush(batch, report)
                     return False
                 if outcome == "done":
                     done += 1
                 elif outcome == "failed":
                     failed.add(task.node_id)
+            if batch is not None:
+                self._flush(batch, report)
             if report.summarized == before:
                 # Nothing new became ready, so no parent can have become runnable: stop here
                 # rather than loop on failures or on results the records no longer want.
                 return False
 
     def _one(
-        self, task: Task, cancel: threading.Event, report: RunReport
+        self, task: Task, batch: _Batch, cancel: threading.Event, report: RunReport
     ) -> Literal["done", "failed", "stop"]:
+        """Summarize ``task`` from the batch's record; the result waits in the batch to be written."""
         summarizer = self.summarizer
-        key = content_key(task.text, summarizer.id, summarizer.prompt_version)
+        text = batch.nodes.input(task, self._key)
+        if text is None:  # the record changed since the scan: the next scan sees it as it is now
+            report.dropped += 1
+            log.debug("summary_dropped", node=task.node_id, reason="record changed")
+            return "done"
         try:
-            cached = self.store.cached(key)
+            cached = self.store.cached(task.key)
             if cached is not None:
-                text, author = cached.text, cached.summarizer
+                summary, author = cached.text, cached.summarizer
                 report.from_cache += 1
             else:
-                text, author = self._ask(task, key, cancel, report), summarizer.id
+                summary, author = self._ask(task, text, cancel, report), summarizer.id
             self.store.clear_failure(task.node_id)
-            written = self.write(task, text, author)
         except Cancelled:
             report.stop = "cancelled"
             log.info("summary_cancelled", node=task.node_id)
@@ -291,21 +361,37 @@ class SummaryQueue:
             log.info("summary_limit_reached", reason=str(limit))
             return "stop"
         except Exception as error:  # noqa: BLE001 - any failure keeps the node pending, counted
-            # The answer, its storing or the record's writing: whatever failed, this node waits
-            # (with back-off) and the others go on.
-            return self._failed(task, key, error, report)
-        if written:
-            report.summarized += 1
-            log.debug("summary_written", node=task.node_id, level=task.level, summarizer=author)
-        else:
-            report.dropped += 1
-            log.debug("summary_dropped", node=task.node_id, reason="record changed")
+            # The answer or its storing: whatever failed, this node waits (with back-off) and
+            # the others go on.
+            return self._failed(task, error, report)
+        batch.results.append((task, summary, author))
         return "done"
 
-    def _ask(self, task: Task, key: str, cancel: threading.Event, report: RunReport) -> str:
-        """The summarizer's answer for ``task``, checked (and cached when a model paid for it)."""
+    def _flush(self, batch: _Batch, report: RunReport) -> None:
+        """Write the batch's summaries to its record (``write``); a failed write leaves each node pending."""
+        results, batch.results = batch.results, []
+        if not results:
+            return
+        try:
+            written = self.write(batch.path, results)
+        except Exception as error:  # noqa: BLE001 - a full disk, a record made unreadable: retried later
+            for task, _summary, _author in results:
+                self._failed(task, error, report)
+            return
+        finally:
+            self.archive.forget_record(batch.path)  # read anew when its next nodes' turn comes
+        for (task, _summary, author), landed in zip(results, written, strict=True):
+            if landed:
+                report.summarized += 1
+                log.debug("summary_written", node=task.node_id, level=task.level, summarizer=author)
+            else:
+                report.dropped += 1
+                log.debug("summary_dropped", node=task.node_id, reason="record changed")
+
+    def _ask(self, task: Task, text: str, cancel: threading.Event, report: RunReport) -> str:
+        """The summarizer's answer for ``task`` (whose input is ``text``), checked (and cached when a model paid for it)."""
         summarizer = self.summarizer
-        summary = summarizer.summarize(task.text, cancel)
+        summary = summarizer.summarize(text, cancel)
         report.calls += summary.calls
         report.input_tokens += summary.input_tokens
         report.output_tokens += summary.output_tokens
@@ -315,17 +401,17 @@ class SummaryQueue:
                 raise EmptySummary("empty summary")
             return text
         # Checked before it is stored: a bad answer is paid for, but never cached nor written.
-        text = check_answer(summary.text, task.text)
+        answer = check_answer(summary.text, text)
         self.store.remember(
-            key, summarizer.id, summary.model, text, summary.input_tokens, summary.output_tokens
+            task.key, summarizer.id, summary.model, answer, summary.input_tokens, summary.output_tokens
         )
-        return text
+        return answer
 
-    def _failed(self, task: Task, key: str, error: Exception, report: RunReport) -> Literal["failed", "stop"]:
+    def _failed(self, task: Task, error: Exception, report: RunReport) -> Literal["failed", "stop"]:
         message = bounded(
             str(error) if isinstance(error, SummaryFailed) and error.__cause__ else describe_error(error)
         )
-        failure = self.store.record_failure(task.node_id, key, message, self.clock(), self.backoff_base)
+        failure = self.store.record_failure(task.node_id, task.key, message, self.clock(), self.backoff_base)
         report.failed += 1
         report.errors.append(f"{task.node_id}: {message}")
         log.warning("summary_failed", node=task.node_id, errors=failure.errors, error=message)
@@ -334,29 +420,29 @@ class SummaryQueue:
             return "stop"
         return "failed"
 
-    def write(self, task: Task, text: str, author: str) -> bool:
-        """Put ``text`` on the node if the record still holds it with the same input; else ``False``.
+    def write(self, path: Path, results: list[tuple[Task, str, str]]) -> list[bool]:
+        """Put each ``(task, summary, author)`` on its node in record ``path`` if the record still
+        holds it with the same input; which ones landed. The record is written once.
 
         Under ``records_lock`` (the service holds it while the indexer writes records), so the
-        indexer never writes a copy of the record read before this summary landed.
+        indexer never writes a copy of the record read before these summaries landed.
         """
         if self.records_lock is None:
-            return self._write(task, text, author)
+            return self._write(path, results)
         with self.records_lock:
-            return self._write(task, text, author)
+            return self._write(path, results)
 
-    def _write(self, task: Task, text: str, author: str) -> bool:
-        record = read_record(task.path)
-        if record is None or record.get("id") != task.record_id:
-            return False
-        lookup = {n.get("id"): n for n in record["nodes"] if isinstance(n, dict)}
-        node = lookup.get(task.node_id)
-        if node is None or node.get("kind") != "summary":
-            return False
-        children = [lookup.get(child) for child in node.get("children", [])]
-        if any(c is None or not c.get("ready") for c in children):
-            return False
-        if node_input([c for c in children if c is not None]) != task.text:
+    def _write(self, path: Path, results: list[tuple[Task, str, str]]) -> list[bool]:
+        nodes = _Nodes(read_record(path))
+        landed = [self._put(nodes, task, summary, author) for task, summary, author in results]
+        if nodes.record is not None and any(landed):
+            self.archive.write(path, nodes.record)
+        return landed
+
+    def _put(self, nodes: _Nodes, task: Task, summary: str, author: str) -> bool:
+        """Put one summary on its node in ``nodes``; ``False`` when the node is not as it was scanned."""
+        node = nodes.node(task)
+        if node is None or nodes.input(task, self._key) is None:
             return False
         if (
             node.get("ready")
@@ -364,8 +450,7 @@ class SummaryQueue:
             and not (task.upgrade and is_offline_summary(node))
         ):
             return False  # written meanwhile (by pbot, or by another run): theirs stays
-        node["text"] = text
+        node["text"] = summary
         node["ready"] = True
         node[SUMMARIZER_FIELD] = author
-        self.archive.write(task.path, record)
         return True

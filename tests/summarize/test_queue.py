@@ -11,6 +11,7 @@ import pytest
 
 from pbot_watch.summarize.base import node_input
 from pbot_watch.summarize.litellm_model import LitellmSummarizer
+from pbot_watch.summarize.queue import RunReport
 from pbot_watch.summarize.worker import SummaryWorker
 from tests.support.archive import records
 from tests.support.openai_server import OpenAIServer, Reply, Request
@@ -291,3 +292,66 @@ class TestWriteBack:
         node = next(iter(summaries(records(tmp_path / "archive")["s-main"]).values()))
         assert node["text"] != "stale summary"
         assert worker.store.cache_size() >= 1
+
+
+def _long_sessions(tmp_path: Path, count: int) -> SummaryWorker:
+    """``count`` sessions of 64 long exchanges each, indexed: 21 summaries each to make."""
+    for n in range(count):
+        pi = PiSession(f"s-{n}", "/w")
+        for i in range(64):
+            pi.user(f"question {i} of session {n}: " + "how does the reader resume " * 40)
+            pi.assistant(f"answer {i}: " + "it keeps the cursor and reads on from there " * 50)
+        pi.write(tmp_path / "sessions" / "--w--" / f"s{n}.jsonl")
+    worker = worker_for(tmp_path)
+    index(worker.settings)
+    return worker
+
+
+def _peak_of_run(worker: SummaryWorker) -> tuple[RunReport, int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        report = worker.run_once(threading.Event())
+        return report, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+class TestAtScale:
+    def test_a_record_is_written_once_per_pass(self, tmp_path: Path) -> None:
+        """Every node of a record at one level is summarized from one read and written in one go:
+        three levels, three writes (one a node before: 21)."""
+        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        worker = _long_sessions(tmp_path, 4)
+        folder = next((tmp_path / "archive").rglob("*.json")).parent
+        writes: dict[str, int] = {}
+
+        class Count(FileSystemEventHandler):
+            def on_moved(self, event: FileSystemEvent) -> None:
+                name = Path(str(event.dest_path)).name
+                writes[name] = writes.get(name, 0) + 1
+
+        observer = Observer()
+        observer.schedule(Count(), str(folder))
+        observer.start()
+        try:
+            report = worker.run_once(threading.Event())
+            time.sleep(0.5)  # the last rename's event
+        finally:
+            observer.stop()
+            observer.join()
+        assert (report.summarized, report.failed, report.dropped) == (4 * 21, 0, 0)  # 16 + 4 + 1 a record
+        assert all(n["ready"] for r in records(tmp_path / "archive").values() for n in summaries(r).values())
+        assert len(writes) == 4 and set(writes.values()) == {3}, writes
+
+    def test_what_a_run_holds_does_not_grow_with_the_archive(self, tmp_path: Path) -> None:
+        """The queue keeps no node's input from its scan and no record it wrote: a run over three
+        times the records peaks at about the same traced memory (the inputs and the 64 records
+        kept parsed made it grow with the archive: 7.1 MB for 4 records of 0.24 MB, 18.2 MB for 12)."""
+        small, small_peak = _peak_of_run(_long_sessions(tmp_path / "small", 4))
+        large, large_peak = _peak_of_run(_long_sessions(tmp_path / "large", 12))
+        assert (small.summarized, large.summarized) == (4 * 21, 12 * 21)
+        assert large_peak < 1.5 * small_peak, (small_peak, large_peak)  # it was 2.6 times before
