@@ -12,7 +12,7 @@ starts, so ``pbot-watch run`` re-executes itself once with it set (same pid, sam
 Only the service process: its children start with Python's own allocator. The C allocator is
 slower for Python's small objects, and raw memory's build workers (``memory/build.py``) make
 hundreds of thousands of them per file: inheriting ``PYTHONMALLOC=malloc`` cost them about a
-quarter more CPU on a first run over 634 MB, and the first run a fifth more time. A worker's
+quarter more CPU on a first run over 634 MB, and the first run about 15 % more time. A worker's
 garbage dies with each file it builds, so pymalloc's arenas empty again; the warm server's
 queries (``service/warm.py``) are short processes that gain the same speed.
 """
