@@ -34,7 +34,7 @@ from typing import IO
 import zstandard
 
 from pbot_watch.search.index import INDEXED_CHARS, storable
-from pbot_watch.search.tokens import distinct_document, document, fts_quote
+from pbot_watch.search.tokens import distinct_document, fts_quote
 
 CHUNK_LINES = 32
 """Lines per row of the terms index: BM25 scores chunks, so a long output is not one giant document.
@@ -217,11 +217,6 @@ LINE_OF_CHUNK = (
     "ELSE (SELECT line FROM mem_chunks WHERE rowid = {row}) END"
 )
 """SQL of the first line of the chunk a terms row (``{row}``) is."""
-
-
-def term_chunks(text: str) -> list[tuple[int, int, str]]:
-    """``(first line, line count, document)`` of each terms row of a source's indexed lines."""
-    return [(first, count, document(piece)) for first, count, piece in _chunk_texts(text)]
 
 
 def term_rows(text: str) -> list[tuple[int, int, str]]:

@@ -13,11 +13,11 @@ the first query after a change recomputes the pools it needs, and later ones rea
 
 from __future__ import annotations
 
-import sqlite3
 from array import array
 from typing import TYPE_CHECKING
 
 from pbot_watch.search.tokens import fts_quote
+from pbot_watch.sqlite import try_write
 
 if TYPE_CHECKING:
     from pbot_watch.search.index import SearchIndex
@@ -66,15 +66,7 @@ def _kept_count(index: SearchIndex, term: str) -> int:
 
 def _remember(index: SearchIndex, sql: str, values: tuple[object, ...]) -> None:
     """Write what a query learnt, unless the service holds the write lock (a later query will)."""
-    timeout = index.conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    index.conn.execute("PRAGMA busy_timeout = 0")
-    try:
-        with index.transaction():
-            index.conn.execute(sql, values)
-    except sqlite3.OperationalError:
-        pass  # the lock is taken: a later query remembers it instead
-    finally:
-        index.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    try_write(index.conn, lambda: index.conn.execute(sql, values), 0)
 
 
 def term_pool(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pbot_watch.memory.texts import CHUNK_LINES, indexed_lines, term_chunks, term_rows
+from pbot_watch.memory.texts import CHUNK_LINES, _chunk_texts, indexed_lines, term_rows
 from pbot_watch.search.index import INDEXED_CHARS
 from pbot_watch.search.tokens import document
 
@@ -21,6 +21,11 @@ def chunks_of_lines(text: str) -> list[tuple[int, int, str]]:
         )
         for start in range(0, len(seen), CHUNK_LINES)
     ]
+
+
+def term_chunks(text: str) -> list[tuple[int, int, str]]:
+    """The chunks ``term_rows`` is made of (a one-chunk text taken whole), each as its whole document."""
+    return [(first, count, document(piece)) for first, count, piece in _chunk_texts(text)]
 
 
 class TestTermChunks:

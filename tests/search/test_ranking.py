@@ -230,3 +230,31 @@ class TestPools:
             *first,
             node_counts(index, ["weather"], 10**6),
         ]
+
+    def test_a_count_is_not_kept_while_the_lock_is_held(self, index: SearchIndex, folder: Path) -> None:
+        """With another connection holding search.db's write lock (the service writing), the count
+        is walked and answered at once, not waited for, and kept by a later query."""
+        import sqlite3
+        import time
+
+        many = KEPT_COUNTS + 5
+        stamps = [f"2026-11-02T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000Z" for i in range(many)]
+        branch = [exchange(f"a{i}", qa(f"Weather {i}", "Sun."), stamp) for i, stamp in enumerate(stamps)]
+        write_record(folder, "session-a", "a", [branch])
+        index.update_from_archive([RecordFolder(folder, None)])
+        writer = sqlite3.connect(index.path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            started = time.monotonic()
+            assert {"weather": many} == node_counts(index, ["weather"], 10**6)
+            assert time.monotonic() - started < 1.0
+            assert (
+                index.conn.execute("SELECT count FROM term_counts WHERE term = 'weather'").fetchone() is None
+            )
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert {"weather": many} == node_counts(index, ["weather"], 10**6)
+        assert (many,) == index.conn.execute(
+            "SELECT count FROM term_counts WHERE term = 'weather'"
+        ).fetchone()
