@@ -59,11 +59,6 @@ def run_command(**flags: Any) -> None:
     Stops cleanly on SIGTERM or Ctrl-C (a second Ctrl-C forces it). Only one instance runs per
     user: a second one exits with code 1, naming the first one's pid.
     """
-    from pbot_watch.service.allocator import use_system_allocator  # noqa: PLC0415
-
-    # First, before anything is parsed: may re-execute this process (see service/allocator.py).
-    use_system_allocator()
-
     from pbot_watch import config  # noqa: PLC0415 - keep `pbot-watch status` free of the service
 
     settings = config.load_settings(flags)

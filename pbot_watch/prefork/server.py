@@ -76,8 +76,8 @@ SHAPING_ENV = (
     "PYDANTIC",
 )
 """Variables that shape what was imported and how (by their names' starts): a script whose values
-differ runs the command itself. Not the allocator (``PYTHONMALLOC``, which the service may set
-for itself) nor the hash seed: neither changes what a command prints."""
+differ runs the command itself. Not the allocator (``PYTHONMALLOC``) nor the hash seed: neither
+changes what a command prints."""
 STOP_WAIT_SECONDS = 5.0
 """How long queries still running may finish once the server is asked to stop."""
 ACCEPT_TIMEOUT_SECONDS = 2.0

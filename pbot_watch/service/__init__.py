@@ -13,7 +13,7 @@ Modules, in the order data flows through them:
 * ``lock``, ``status``: one instance per user, and the status file's model.
 * ``reporter``: ``StatusReporter``: builds and writes the status file, keeps the heartbeat;
   ``status_file``: reading it and judging whether the service runs (standard library only).
-* ``allocator``: the C allocator for ``run`` and handing freed heap back to the system.
+* ``allocator``: handing freed heap back to the system, and the allocator the service runs with.
 * ``hooks``: the seams other parts plug into (record listeners, idle worker, status
   providers, companions), filled by ``pbot-watch run`` (``cli/run_parts.py``); ``listeners``: record listeners on a thread of their own.
 * ``warm``: the warm query server beside the service (``pbot_watch.prefork``), a companion.

@@ -1,20 +1,24 @@
-"""Keeping the service's resident memory near what it actually uses.
+"""Handing freed heap back to the system, and which allocator the service runs with.
 
-Parsing a session allocates millions of small objects that die together when its parsed
-state is dropped; the few that live on (cursors, paths) are scattered among them. With
-CPython's own allocator (pymalloc, 1 MiB arenas released only when completely empty) those
-survivors pin whole arenas, and after indexing 1 GB of sessions the RSS was anywhere between
-140 and 540 MB while the live Python objects took under 1 MB (measured with tracemalloc).
-With the C allocator (``PYTHONMALLOC=malloc``) and glibc's ``malloc_trim`` after evictions,
-the same run ends at 90 to 110 MB. The allocator can only be chosen before the interpreter
-starts, so ``pbot-watch run`` re-executes itself once with it set (same pid, same arguments).
+The service runs with CPython's own allocator (pymalloc). It used to re-execute itself with
+``PYTHONMALLOC=malloc`` at start: in November, after indexing 1 GB of sessions
+(``bench/watch_latency.py --only memory --gb 1``) its RSS had varied between 106 and 543 MB
+with pymalloc, whose 1 MiB arenas are released only when empty, and ended near 60 to 110 MB
+with the C allocator and ``malloc_trim``. The service has changed since (parsed state dropped
+as records are written, summaries that keep no records, raw memory built in worker processes),
+and measured again the C allocator lost on every count:
 
-Only the service process: its children start with Python's own allocator. The C allocator is
-slower for Python's small objects, and raw memory's build workers (``memory/build.py``) make
-hundreds of thousands of them per file: inheriting ``PYTHONMALLOC=malloc`` cost them about a
-quarter more CPU on a first run over 634 MB, and the first run about 15 % more time. A worker's
-garbage dies with each file it builds, so pymalloc's arenas empty again; the warm server's
-queries (``service/warm.py``) are short processes that gain the same speed.
+* the same bench, three runs each: pymalloc peaked at 238-239 MB and ended at 221-231 MB,
+  malloc peaked at 261-273 MB and ended at 169-246 MB; pymalloc indexed in 53-55 s, malloc in
+  65-68 s;
+* a first run over 634 MB (``bench/first_run.py``'s corpus): the reading thread took 12.8 s of
+  CPU with pymalloc and 20.2 s with malloc (the same parse takes 7.5 s and 9.3 s in the one-shot
+  ``index``: the C allocator is slower still in a process with more threads and a larger heap),
+  and the run caught up in 67.5 s instead of 75.5 s, peaking at 137 and 140 MB.
+
+``malloc_trim`` still pays: objects over 512 bytes (a file's pieces, record JSON, SQLite's
+pages) come from the C allocator under pymalloc too, and the service trims after dropping
+parsed sessions. ``PYTHONMALLOC`` set by the person is respected, as by any Python program.
 """
 
 from __future__ import annotations
@@ -24,13 +28,7 @@ import os
 import sys
 from collections.abc import Callable
 
-ALLOCATOR_VAR = "PYTHONMALLOC"
-CHOSEN_VAR = "PBOT_WATCH_CHOSE_ALLOCATOR"
-"""Set beside ``PYTHONMALLOC`` when ``run`` chose it: the re-executed process removes both, so
-its children do not inherit the choice. A ``PYTHONMALLOC`` a person set has no such mark and
-is passed on."""
-
-_current = os.environ.get(ALLOCATOR_VAR, "pymalloc")
+_current = os.environ.get("PYTHONMALLOC", "pymalloc")
 """The allocator this interpreter started with (the variable is read once, at start)."""
 
 
@@ -53,27 +51,6 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-def use_system_allocator() -> None:
-    """Re-execute this process with ``PYTHONMALLOC=malloc`` unless an allocator was chosen.
-
-    Only where ``malloc_trim`` exists (glibc Linux): elsewhere the switch would not pay off.
-    An explicit ``PYTHONMALLOC`` (any value, e.g. ``pymalloc`` or ``debug``) is respected, which
-    also guarantees the re-executed process does not do it again. The re-executed process
-    takes the variable out of its environment again (``CHOSEN_VAR``): its children are spawned
-    with Python's own allocator.
-    """
-    if os.environ.pop(CHOSEN_VAR, None) is not None:
-        os.environ.pop(ALLOCATOR_VAR, None)  # ours, and this process has it: not its children
-        return
-    if _MALLOC_TRIM is None or ALLOCATOR_VAR in os.environ or not sys.orig_argv:
-        return
-    os.environ[ALLOCATOR_VAR] = "malloc"
-    os.environ[CHOSEN_VAR] = "1"
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - the same command, re-executed in place
-
-
 def current() -> str:
-    """The allocator this process runs with: ``malloc`` in the service, whatever its environment says now."""
+    """The allocator this process started with (``PYTHONMALLOC`` as the interpreter read it)."""
     return _current

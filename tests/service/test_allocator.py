@@ -1,64 +1,46 @@
-"""The allocator ``run`` chooses is the service's alone: its children start with Python's own."""
+"""The service runs with the allocator it was started with: CPython's own, unless the person chose."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
-from pbot_watch.service.allocator import ALLOCATOR_VAR, CHOSEN_VAR
+from tests.support.paths import FIXTURES
+from tests.support.service import ServiceProcess
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or not Path("/proc/self/environ").exists(),
-    reason="the switch is made on glibc Linux only, and read back from /proc",
-)
-
-# A process that starts as ``run`` does, then spawns a child the way raw memory's build workers
-# are started (multiprocessing's spawn), and prints what each runs with.
-SCRIPT = """
-import multiprocessing, os, sys
-from pbot_watch.service.allocator import current, use_system_allocator
-
-def child(queue):
-    queue.put(os.environ.get("PYTHONMALLOC"))
-
-if __name__ == "__main__":
-    use_system_allocator()
-    start = open(f"/proc/{os.getpid()}/environ", "rb").read().split(b"\\0")
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    worker = context.Process(target=child, args=(queue,))
-    worker.start()
-    print(current(), b"PYTHONMALLOC=malloc" in start, queue.get(), os.environ.get("PBOT_WATCH_CHOSE_ALLOCATOR"))
-    worker.join()
-"""
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(90),
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads the environment from /proc"),
+]
 
 
-def _run(tmp_path: Path, **env: str) -> list[str]:
-    script = tmp_path / "service_like.py"
-    script.write_text(SCRIPT)
-    environ = {k: v for k, v in os.environ.items() if k not in (ALLOCATOR_VAR, CHOSEN_VAR)}
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        check=False,
-        env={**environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+def _started(tmp_path: Path, **env: str) -> tuple[str, list[bytes]]:
+    """The ``allocator`` ``service_started`` logs, and the service process's environment."""
+    sessions = tmp_path / "sessions" / "--proj--"
+    sessions.mkdir(parents=True)
+    shutil.copy(FIXTURES / "real-v3" / "01-plain-multiturn.jsonl", sessions)
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
+    service = ServiceProcess([sessions.parent], tmp_path / "archive", env={**environ, **env})
+    with service.start():
+        line = service.wait_log("service_started", "the service to start")
+        environment = Path(f"/proc/{service.pid}/environ").read_bytes().split(b"\0")
+        assert service.stop() == 0
+    return str(line["allocator"]), environment
 
 
-def test_the_service_runs_with_malloc_and_its_children_do_not(tmp_path: Path) -> None:
-    """Re-executed with ``PYTHONMALLOC=malloc`` (its starting environment says so), the process
-    takes the variable out again: a spawned child inherits neither it nor the mark."""
-    assert _run(tmp_path) == ["malloc", "True", "None", "None"]
+def test_the_service_keeps_cpythons_allocator(tmp_path: Path) -> None:
+    """No re-execution with ``PYTHONMALLOC=malloc``: the C allocator made the first run over 634 MB
+    about a tenth slower and peaked higher (``service/allocator.py``)."""
+    allocator, environment = _started(tmp_path)
+    assert allocator == "pymalloc"
+    assert not any(item.startswith(b"PYTHONMALLOC=") for item in environment)
 
 
-def test_an_allocator_a_person_chose_is_kept_and_passed_on(tmp_path: Path) -> None:
-    """``PYTHONMALLOC`` set by the person: no re-execution, and the children get it too."""
-    assert _run(tmp_path, PYTHONMALLOC="pymalloc") == ["pymalloc", "False", "pymalloc", "None"]
+def test_an_allocator_the_person_chose_is_used(tmp_path: Path) -> None:
+    allocator, environment = _started(tmp_path, PYTHONMALLOC="malloc")
+    assert allocator == "malloc"
+    assert b"PYTHONMALLOC=malloc" in environment

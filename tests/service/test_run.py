@@ -259,15 +259,6 @@ class TestFollowing:
 
 
 class TestLifecycle:
-    @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
-    def test_runs_with_the_c_allocator(self, roots: tuple[Path, Path, Expect]) -> None:
-        """``run`` re-executes itself (same pid) with PYTHONMALLOC=malloc so freed memory goes back."""
-        sessions, archive, _ = roots
-        with ServiceProcess([sessions], archive).start() as service:
-            environ = Path(f"/proc/{service.pid}/environ").read_bytes().split(b"\0")
-            assert b"PYTHONMALLOC=malloc" in environ
-            assert service.stop() == 0
-
     def test_second_instance_is_refused(self, roots: tuple[Path, Path, Expect]) -> None:
         """A second ``run`` exits 1 with one line naming the first one's pid; the first runs on."""
         sessions, archive, _ = roots
