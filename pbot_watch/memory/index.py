@@ -68,7 +68,7 @@ from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact.audit import HeldText
 from pbot_watch.redact.policy import scrub_structure
 from pbot_watch.search.database import Family, ensure_family
-from pbot_watch.search.index import READ_PIECE, SearchIndex, storable
+from pbot_watch.search.index import FTS_AUTOMERGE, READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_entries
 
@@ -199,6 +199,13 @@ _SCHEMA = (
     # Terms keeps which chunks hold each token, no positions (ranking.py says why and how they
     # are scored); each chunk's length in tokens and the totals are BM25's other inputs.
     "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', columnsize=0, detail=none, tokenize='porter unicode61 remove_diacritics 2')",
+    # A file's build leaves a segment in both (FTS_AUTOMERGE): storing the 634 MB corpus's raw
+    # memory took 30.6 s of CPU instead of 35.0 (means of four runs) at the same size, and a
+    # warm no-match query 0.9 ms instead of 0.4.
+    *(
+        f"INSERT INTO {table}({table}, rank) VALUES ('automerge', {FTS_AUTOMERGE})"
+        for table in ("mem_literal", "mem_terms")
+    ),
     "CREATE TABLE mem_chunk_tokens(rowid INTEGER PRIMARY KEY, tokens INTEGER NOT NULL)",
     "CREATE TABLE mem_terms_stats(id INTEGER PRIMARY KEY CHECK (id = 1), rows INTEGER NOT NULL, tokens INTEGER NOT NULL)",
     "INSERT INTO mem_terms_stats(id, rows, tokens) VALUES (1, 0, 0)",

@@ -52,6 +52,12 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 8
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
 
+FTS_AUTOMERGE = 8
+"""Segments of a level FTS5 merges into one (its ``automerge``; the default is 4), for every FTS
+table of ``search.db``. Each write transaction leaves a segment, and on a first run there are
+thousands: merging 8 at a time rewrites each posting about half as often, for the same size,
+and a query probes a few more segments (tenths of a millisecond). Set when a table is made."""
+
 INDEXED_CHARS = 1 << 20
 """Characters of one text (a node's, a raw-memory source's) the FTS tables see, about a megabyte.
 
@@ -60,7 +66,7 @@ has no row in the trigram index, so literal search reads it (it stays exact), an
 index sees its first ``INDEXED_CHARS`` characters. Reading a node shows all of it.
 """
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- A record folder we know about; workspace is NULL for a central archive (records say theirs).
 CREATE TABLE folders(path TEXT PRIMARY KEY, workspace TEXT, mtime_ns INTEGER NOT NULL DEFAULT -1);
@@ -117,6 +123,9 @@ CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, to
 CREATE VIRTUAL TABLE nodes_terms USING fts5(question, answer, summary, content='', tokenize='unicode61 remove_diacritics 2');
 -- How many nodes hold a term (its document frequency), for choosing expansion terms.
 CREATE VIRTUAL TABLE nodes_terms_vocab USING fts5vocab(nodes_terms, 'row');
+INSERT INTO records_terms(records_terms, rank) VALUES ('automerge', {FTS_AUTOMERGE});
+INSERT INTO nodes_literal(nodes_literal, rank) VALUES ('automerge', {FTS_AUTOMERGE});
+INSERT INTO nodes_terms(nodes_terms, rank) VALUES ('automerge', {FTS_AUTOMERGE});
 -- The best nodes of each common term (search/pools.py), valid while the generation is the same:
 -- every change of node_texts (and so of the FTS tables) bumps it.
 CREATE TABLE term_pools(key TEXT PRIMARY KEY, generation INTEGER NOT NULL, rowids BLOB NOT NULL, scores BLOB NOT NULL);
