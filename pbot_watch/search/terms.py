@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import Stemmer  # type: ignore[import-not-found]  # PyStemmer ships no type information
 
 from pbot_watch.history.exchanges import ASSISTANT_LABEL
-from pbot_watch.search.tokens import QUERY_STOPWORDS, tokens
+from pbot_watch.search.tokens import QUERY_STOPWORDS, RunDocuments, tokens
 from pbot_watch.search.tokens import query_terms as query_tokens
 
 CONTRACTION_PIECES = frozenset(
@@ -95,17 +95,31 @@ def stem(token: str) -> str:
 
 def terms(text: str, rules: TermRules = DEFAULT_RULES) -> list[str]:
     """Every ranking term of ``text``, in order, with repetitions (BM25 counts them)."""
-    out = tokens(text)
+    return _ranking_terms(tokens(text), rules)
+
+
+def _ranking_terms(tokens: list[str], rules: TermRules) -> list[str]:
     if rules.stop_words:
-        out = [t for t in out if t not in STOP_WORDS]
+        tokens = [t for t in tokens if t not in STOP_WORDS]
     if rules.stemming:
-        out = [stem(t) for t in out]
-    return out
+        tokens = [stem(t) for t in tokens]
+    return tokens
+
+
+@functools.cache
+def _documents(rules: TermRules) -> RunDocuments:
+    """Each run's ranking terms under ``rules``, made once per run (``tokens.RunDocuments``)."""
+    return RunDocuments(lambda tokens: " ".join(_ranking_terms(tokens, rules)))
 
 
 def document(text: str, rules: TermRules = DEFAULT_RULES) -> str:
-    """What the ``terms`` index stores for ``text``: its ranking terms separated by spaces."""
-    return " ".join(terms(text, rules))
+    """What the ``terms`` index stores for ``text``: its ranking terms separated by spaces.
+
+    ``" ".join(terms(text, rules))``, made from each run's terms: indexing a first run's
+    exchanges spent most of this function's time dropping stop words and stemming token by
+    token, the same words over and over.
+    """
+    return _documents(rules).document(text)
 
 
 def query_terms(query: str, rules: TermRules = DEFAULT_RULES) -> list[str]:

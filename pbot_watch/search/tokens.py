@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from itertools import chain
 from typing import NamedTuple
 
@@ -175,17 +176,31 @@ def _run_tokens(run: str) -> list[str]:
     return out
 
 
-class _RunDocuments(dict[str, str]):
-    """Run -> its tokens joined by spaces, computed on first sight (``__missing__``)."""
+class RunDocuments(dict[str, str]):
+    """Run -> what ``make`` makes of its tokens (by default the tokens joined by spaces), computed
+    on first sight (``__missing__``).
+
+    A run's tokens are the same wherever it occurs, so a text's document is made of its runs'
+    (``document``): each distinct run is tokenised once, and a text costs a dictionary lookup
+    per run, in C (``map``), instead of Python's work per token.
+    """
+
+    def __init__(self, make: Callable[[list[str]], str] = " ".join) -> None:
+        super().__init__()
+        self.make = make
 
     def __missing__(self, run: str) -> str:
         if len(self) >= RUN_CACHE_SIZE:
             self.clear()
-        doc = self[run] = " ".join(_run_tokens(run))
+        doc = self[run] = self.make(_run_tokens(run))
         return doc
 
+    def document(self, text: str) -> str:
+        """The runs' documents of ``text``, in order, separated by spaces (empty ones left out)."""
+        return " ".join(filter(None, map(self.__getitem__, _runs(text))))
 
-_DOCUMENTS = _RunDocuments()
+
+_DOCUMENTS = RunDocuments()
 
 
 class _RunTokenCounts(dict[str, int]):
@@ -222,7 +237,7 @@ def _runs(text: str) -> list[str]:
 
 def document(text: str) -> str:
     """The text FTS5 indexes for ``text``: its tokens separated by spaces."""
-    return " ".join(filter(None, map(_DOCUMENTS.__getitem__, _runs(text))))
+    return _DOCUMENTS.document(text)
 
 
 def distinct_document(text: str) -> tuple[str, int]:

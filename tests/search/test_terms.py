@@ -41,3 +41,14 @@ class TestTerms:
     def test_query_finds_its_own_text(self, text: str) -> None:
         """Every term of a query is a term of the same text indexed."""
         assert set(query_terms(text)) <= set(terms(text))
+
+    @given(
+        st.text(
+            alphabet=st.one_of(st.characters(), st.sampled_from(list(" _-./\n:'\"数据了的"))), max_size=120
+        ),
+        st.sampled_from([TermRules(), TermRules(stemming=False), TermRules(stop_words=False)]),
+    )
+    def test_document_is_the_terms_joined(self, text: str, rules: TermRules) -> None:
+        """``document`` makes each run's terms once (``tokens.RunDocuments``): the same string as
+        the text's terms, token by token, separated by spaces."""
+        assert document(text, rules) == " ".join(terms(text, rules))
