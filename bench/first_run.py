@@ -477,7 +477,7 @@ PROFILE_PARTS = (
     ("raw memory: the workers' builds taken, appends read on", "pbot_watch/memory/listener.py", "collect"),
     ("raw memory: rows a worker handed back stored", "pbot_watch/memory/index.py", "store_build"),
     ("raw memory: entries to sources", "pbot_watch/memory/extract.py", "feed"),
-    ("raw memory: texts tokenised", "pbot_watch/memory/texts.py", "term_chunks"),
+    ("raw memory: texts tokenised", "pbot_watch/memory/texts.py", "term_rows"),
     ("raw memory: texts stored (dedup, zstd)", "pbot_watch/memory/index.py", "_text"),
     ("raw memory: source digests", "pbot_watch/memory/index.py", "_digests"),
     ("redaction (scrub, everywhere)", "pbot_watch/redact/policy.py", "scrub"),
