@@ -6,7 +6,7 @@ The service runs with CPython's own allocator (pymalloc). It used to re-execute 
 with pymalloc, whose 1 MiB arenas are released only when empty, and ended near 60 to 110 MB
 with the C allocator and ``malloc_trim``. The service has changed since (parsed state dropped
 as records are written, summaries that keep no records, raw memory built in worker processes),
-and measured again the C allocator lost on every count:
+and measured again the C allocator was slower and peaked higher, its end varying more:
 
 * the same bench, three runs each: pymalloc peaked at 238-239 MB and ended at 221-231 MB,
   malloc peaked at 261-273 MB and ended at 169-246 MB; pymalloc indexed in 53-55 s, malloc in
