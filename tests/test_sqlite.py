@@ -15,6 +15,7 @@ import pytest
 
 from pbot_watch.sqlite import (
     BUSY_TIMEOUT_SECONDS,
+    WAL_SIZE_LIMIT,
     SQLiteTooOld,
     check_version,
     connect,
@@ -36,6 +37,27 @@ class TestConnect:
         assert "wal" == conn.execute("PRAGMA journal_mode").fetchone()[0]
         assert int(BUSY_TIMEOUT_SECONDS * 1000) == conn.execute("PRAGMA busy_timeout").fetchone()[0]
         conn.close()
+
+    def test_the_wal_file_is_cut_back_when_it_starts_over(self, tmp_path: Path) -> None:
+        """A reader that holds an old snapshot keeps the WAL growing past the automatic checkpoint;
+        once it is gone, the next write starts the WAL over and the file shrinks to the limit
+        instead of keeping its largest size on disk."""
+        path = tmp_path / "a.db"
+        writer = connect(path, "normal")
+        writer.execute("CREATE TABLE t(x BLOB)")
+        reader = connect(path, "normal")
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchone()  # its snapshot pins the WAL
+        wal = Path(f"{path}-wal")
+        for _ in range(4 * WAL_SIZE_LIMIT // (1 << 20)):
+            writer.execute("INSERT INTO t VALUES (randomblob(1 << 20))")
+        assert wal.stat().st_size > 2 * WAL_SIZE_LIMIT
+        reader.execute("COMMIT")
+        writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        writer.execute("INSERT INTO t VALUES (1)")  # starts the WAL over
+        assert wal.stat().st_size <= WAL_SIZE_LIMIT
+        reader.close()
+        writer.close()
 
     @pytest.mark.parametrize(("durability", "level"), [("full", 2), ("normal", 1)])
     def test_synchronous_per_durability(self, tmp_path: Path, durability: str, level: int) -> None:

@@ -35,3 +35,7 @@ class SearchListener:
             self.index.use(lambda index: index.update_record(record))
         else:
             self.index.use(lambda index: index.update_written(record, written))
+
+    def close(self) -> None:
+        """Called on the listener thread when the service stops."""
+        self.index.close()

@@ -9,7 +9,9 @@ Three kinds of extension, all wired in ``pbot_watch.cli.run_parts.build_extensio
     were first written; one rewritten before its turn is passed once, as it is on disk then.
     The search index updates itself here. An exception is logged and shown in status, and the
     record stays written; a stop may drop queued records, so listeners must be able to catch up
-    from the archive (the search index does, by ``stat``, before each query).
+    from the archive (the search index does, by ``stat``, before each query). A listener with a
+    ``close`` method has it called on that thread when the service stops (what it opened there,
+    an SQLite connection, can only be closed there).
 
 ``EntriesFollower``
     Called with the entries of every read of a session file (``indexer.EntriesRead``), on the

@@ -101,6 +101,26 @@ class ListenerThread:
             return self._wake.wait_for(lambda: not self._queue and not self._busy, timeout)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._close_listeners()
+
+    def _close_listeners(self) -> None:
+        """Close what the listeners opened, on this thread, which opened it (an SQLite connection
+        stays on its thread): the last connection to ``search.db`` closed folds its WAL back in
+        and deletes it, where one left open at exit leaves the file behind.
+        """
+        for listener in self.listeners:
+            close = getattr(listener, "close", None)
+            if not callable(close):
+                continue
+            try:
+                close()
+            except Exception:  # stopping goes on; the next start opens afresh
+                log.warning("record_listener_close_failed", listener=listener_name(listener), exc_info=True)
+
+    def _loop(self) -> None:
         while True:
             with self._wake:
                 self._busy = False

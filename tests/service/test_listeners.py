@@ -83,6 +83,29 @@ class TestListenerThread:
         assert thread.stop(5)
         assert [("a.json", "a")] == gate.seen
 
+    def test_stop_closes_each_listener_on_its_thread(self) -> None:
+        """What a listener opened is closed on the thread that used it (SQLite connections must be);
+        one that cannot close does not keep the others open."""
+        closed: list[tuple[str, str]] = []
+
+        class Holding:
+            def __init__(self, name: str, fails: bool = False) -> None:
+                self.name, self.fails = name, fails
+
+            def __call__(self, record: Path, session_id: str) -> None: ...
+
+            def close(self) -> None:
+                closed.append((self.name, threading.current_thread().name))
+                if self.fails:
+                    raise OSError("disk gone")
+
+        thread = ListenerThread([Holding("a", fails=True), lambda record, _: None, Holding("b")])
+        thread.start()
+        thread.written(Path("r.json"), "s")
+        assert thread.wait_idle(5)
+        assert thread.stop(5)
+        assert [("a", "pbot-listeners"), ("b", "pbot-listeners")] == closed
+
     def test_names(self) -> None:
         """Listeners are named by what they are, not by a repr of their state."""
 
