@@ -399,11 +399,19 @@ def appends_after_catch_up(root: Path, state: Path, restore: dict[Path, int]) ->
     }
 
 
-def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
-    """``pbot-watch run`` on an empty state: when the newest, then every session is searchable."""
+def first_run(
+    root: Path, spaces: list[Path], sessions: int, *, appends: bool = True, state: Path | None = None
+) -> dict[str, Any]:
+    """``pbot-watch run`` on an empty state: when the newest, then every session is searchable.
+
+    ``appends``: then time appends (``appends_after_catch_up``). ``state``: an empty folder to
+    run in, left as the run left it (the caller measures what it built); by default a
+    temporary one, removed.
+    """
     clear_records(spaces)
     newest, newest_path = newest_session(root)
-    state = Path(tempfile.mkdtemp(prefix="pbot-state-"))
+    kept = state is not None
+    state = state if state is not None else Path(tempfile.mkdtemp(prefix="pbot-state-"))
     db = state / "search.db"
     argv = [*pbot_watch(), "run", "--sessions", str(root), "--state-dir", str(state)]
     # No summaries: the service starts none before it has caught up, and after it they would
@@ -443,7 +451,8 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
             if None not in (newest_at, all_at, memory_at) and caught_up:
                 break
             time.sleep(POLL_SECONDS)
-        appends = appends_after_catch_up(root, state, restore) if caught_up and proc.poll() is None else {}
+        timed = appends and bool(caught_up) and proc.poll() is None
+        after = appends_after_catch_up(root, state, restore) if timed else {}
         # The parsed state the service keeps on disk so that a dropped file resumes (service.md).
         resume_mb = round(tree_bytes(state / "resume", "*.steps") / 1e6, 1)
     finally:
@@ -453,7 +462,8 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
             os.truncate(path, size)
         proc.returncode = 0
         reader.join(5)
-        shutil.rmtree(state, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(state, ignore_errors=True)
     return {
         "newest searchable s": round(newest_at, 2) if newest_at is not None else None,
         "newest in raw memory s": round(newest_memory_at, 2) if newest_memory_at is not None else None,
@@ -463,7 +473,7 @@ def first_run(root: Path, spaces: list[Path], sessions: int) -> dict[str, Any]:
         "cpu s": round(usage.ru_utime + usage.ru_stime, 2),
         "peak RSS MB": round(peak.mb(usage)),
         "resume logs MB": resume_mb,
-        **appends,
+        **after,
     }
 
 

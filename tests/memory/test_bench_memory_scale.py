@@ -12,7 +12,7 @@ from tests.support.cli import bench
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_tiny_run_reports_every_query_class_size_and_growth(tmp_path: Path) -> None:
+def test_tiny_run_reports_every_query_class_the_run_size_and_growth(tmp_path: Path) -> None:
     result = bench(
         "memory_scale.py",
         *("--sizes", "0.3,0.6", "--sessions", "3", "--exchanges", "4", "--runs", "2", "--cli-runs", "1"),
@@ -31,4 +31,9 @@ def test_tiny_run_reports_every_query_class_size_and_growth(tmp_path: Path) -> N
     assert large["search.db"]["pages"]["page size"] == 16 << 10
     assert large["cli"]["common word"]["peak RSS MB"] > 0
     assert large["cli without a server"]["common word"]["peak RSS MB"] > 0
+    ran = large["run from empty state"]
+    assert ran["raw memory all held s"] > 0 and ran["caught up s"] > 0
+    # The run's search.db holds the history index beside raw memory.
+    assert {"mem_literal", "nodes_literal"} <= set(ran["search.db"]["by component MB"])
+    assert ran["search.db"]["MB"] > 0
     assert figures["growth (large / small)"]["bytes"] > 1
