@@ -279,7 +279,7 @@ def plain_bm25_exchanges(
     conn.executemany(
         "INSERT INTO exchanges(workspace, entry_ids, body) VALUES (?, ?, ?)",
         index.conn.execute(
-            "SELECT r.workspace, n.entry_ids, t.text FROM nodes n JOIN records r ON r.rowid = n.record "
+            "SELECT r.workspace, n.entry_ids, node_text(t.text, t.packed) FROM nodes n JOIN records r ON r.rowid = n.record "
             "JOIN node_texts t ON t.rowid = n.rowid WHERE n.level = 0 AND n.searchable"
         ).fetchall(),
     )

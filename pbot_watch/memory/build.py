@@ -54,10 +54,10 @@ from pbot_watch.memory.index import (
     store_build,
     text_rows,
 )
-from pbot_watch.memory.texts import TextCodec
 from pbot_watch.pi.cursor import Cursor
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact import policy
+from pbot_watch.search.codec import TextCodec
 from pbot_watch.search.held import HeldIndex
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.tokens import prepare_bulk

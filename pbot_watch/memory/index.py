@@ -51,22 +51,16 @@ from pbot_watch.memory.tally import TALLY_SCHEMA, TALLY_TABLES, TallyWriter, for
 from pbot_watch.memory.texts import (
     CHUNK_SLOTS,
     OVERFLOW_CHUNKS,
-    PACK_FROM,
-    PLAIN,
-    TRAIN_TEXTS,
-    ZSTD,
-    TextCodec,
     capped,
     chunk_row,
     literal_document,
-    sample,
     term_rows,
-    train,
 )
 from pbot_watch.pi.cursor import Cursor, Plan
 from pbot_watch.pi.entries import SessionHeader, SessionReader
 from pbot_watch.redact.audit import HeldText
 from pbot_watch.redact.policy import scrub_structure
+from pbot_watch.search.codec import PACK_FROM, PLAIN, TRAIN_TEXTS, ZSTD, TextCodec, sample, train
 from pbot_watch.search.database import Family, ensure_family
 from pbot_watch.search.index import FTS_AUTOMERGE, READ_PIECE, SearchIndex, storable
 from pbot_watch.shorten import shorten
@@ -185,7 +179,7 @@ _SCHEMA = (
 )""",
     "CREATE INDEX mem_texts_by_key ON mem_texts(key)",
     "CREATE INDEX mem_texts_capped ON mem_texts(capped) WHERE capped",
-    # The zstd dictionaries texts are compressed with (texts.py), trained on the first texts
+    # The zstd dictionaries texts are compressed with (search/codec.py), trained on the first texts
     # stored; `packed` of a text is the id of its own (ids start at 2). Empty data: none could be
     # trained (the texts went on without one). `hash` names a dictionary in a process's cache.
     "CREATE TABLE mem_dicts(id INTEGER PRIMARY KEY, hash BLOB NOT NULL, data BLOB NOT NULL)",

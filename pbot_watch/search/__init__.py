@@ -5,7 +5,7 @@ session files alone. Importing this package must stay light (no litellm, no watc
 
 * ``database``: ``search.db``'s one owner: opening it, both table families' versions, damage.
 * ``index``: the index in SQLite FTS5 (``search.db``); ``held``: the index as a long-lived
-  process holds it.
+  process holds it; ``codec``: how its texts and raw memory's are kept compressed.
 * ``listener``: the service keeps the index current from each record it writes.
 * ``pages``: how much one page of each query may hold, for every edge.
 * ``discover``: which record folders a query must look at.

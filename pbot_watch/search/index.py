@@ -13,7 +13,7 @@ calls ``update_record`` after each write so the CLI rarely finds work to do. (Th
 mtime is not trusted as a shortcut: a tool that rewrites a record in place does not change it.)
 
 Two FTS5 tables serve the two match modes, both contentless (the text is kept once, in
-``nodes``): ``nodes_literal`` is a case-sensitive trigram index of the *lower-cased* text, so
+``node_texts``, compressed as raw memory's texts are: ``NodeTexts``): ``nodes_literal`` is a case-sensitive trigram index of the *lower-cased* text, so
 a phrase query of a lower-cased needle of three or more characters returns exactly the nodes
 containing it as a substring; ``nodes_terms`` indexes the pre-tokenised text of
 ``terms.document`` (CJK unigrams and bigrams, words, identifier parts; English stop words
@@ -29,7 +29,7 @@ import codecs
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +41,7 @@ from pbot_watch.history.jstext import locale_key, to_well_formed, utf16_slice
 from pbot_watch.pi.untrusted import has_lone_surrogate, shown_path, unstorable_name
 from pbot_watch.redact.audit import HeldText
 from pbot_watch.redact.policy import scrub
+from pbot_watch.search.codec import PLAIN, SAMPLE_CHARS, TRAIN_TEXTS, ZSTD, TextCodec, train
 from pbot_watch.search.database import index_path, open_file, start_afresh, version_of
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
@@ -49,8 +50,9 @@ from pbot_watch.sqlite import execute_script, transaction
 if TYPE_CHECKING:
     from pbot_watch.archive.fresh import Delta, Written
 
-SCHEMA_VERSION = 8
-"""Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated."""
+SCHEMA_VERSION = 9
+"""Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated.
+(9: node texts are compressed, ``NodeTexts``.)"""
 
 FTS_AUTOMERGE = 8
 """Segments of a level FTS5 merges into one (its ``automerge``; the default is 4), for every FTS
@@ -106,9 +108,13 @@ CREATE TABLE nodes(
 );
 CREATE TABLE node_texts(
   rowid INTEGER PRIMARY KEY,  -- = nodes.rowid
-  text TEXT NOT NULL,
-  text_json TEXT              -- the exact text when it holds lone surrogates SQLite cannot store
+  text NOT NULL,              -- TEXT, or when packed the zstd frame (BLOB) of its UTF-8: read it with node_text()
+  text_json TEXT,             -- the exact text when it holds lone surrogates SQLite cannot store
+  packed INTEGER NOT NULL     -- 0: plain; 1: zstd; else the node_dicts id it was packed with (search/codec.py)
 );
+-- The one zstd dictionary node texts are packed with, trained on the first ones (NodeTexts);
+-- empty data: none could be trained. Made of pieces of those texts: secrets scan reads it.
+CREATE TABLE node_dicts(id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE INDEX nodes_by_id ON nodes(id);
 CREATE INDEX nodes_by_record ON nodes(record, id);
 CREATE INDEX nodes_order ON nodes(to_key DESC, id_key);
@@ -222,13 +228,90 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
+NODE_DICTIONARY = ZSTD + 1
+"""The id of ``node_dicts``' one dictionary (a node text's ``packed`` when packed with it)."""
+
+
+class NodeTexts:
+    """How one database keeps node texts: packed as raw memory's texts are (``search/codec.py``).
+
+    On the 634 MB corpus's records, 86 MB of exchange texts keep 0.24 of their bytes with a
+    dictionary and 0.39 with zstd alone. The dictionary is trained once, in the write that
+    brings the file to ``TRAIN_TEXTS`` node texts, and kept for the life of the file (a new
+    schema makes a new file): the texts written before it stay packed without one. A capped
+    text and one holding lone surrogates stay plain ``TEXT``: the first is read in pieces
+    (``text_holds``, ``text_head``: SQLite's incremental blob reads), the second has its exact
+    form in ``text_json``. A reader unpacks in SQL, ``node_text(text, packed)``: the queries'
+    rows keep their shape, and only the rows a query returns are inflated.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._codec: TextCodec | None = None
+        self._known: tuple[int, ...] | None = None
+        self._trained = False
+
+    def codec(self) -> TextCodec:
+        """The codec of the dictionary the file holds now (read again when another process trained it)."""
+        known = tuple(ident for (ident,) in self.conn.execute("SELECT id FROM node_dicts ORDER BY id"))
+        if self._codec is None or known != self._known:
+            data = dict(self.conn.execute("SELECT id, data FROM node_dicts WHERE length(data) > 0"))
+            self._codec, self._known = TextCodec(data, max(data, default=None)), known
+        return self._codec
+
+    def packer(self) -> Callable[[str, str | None], tuple[str | bytes, str | None, int]]:
+        """For one write: a node text and its ``text_json`` as stored, ``(text, text_json, packed)``."""
+        codec = self.codec()
+
+        def pack(text: str, text_json: str | None) -> tuple[str | bytes, str | None, int]:
+            if text_json is not None or len(text) > INDEXED_CHARS:
+                return text, text_json, PLAIN
+            data, packed = codec.pack(text)
+            return (text, None, PLAIN) if packed == PLAIN else (data, None, packed)
+
+        return pack
+
+    def unpack(self, stored: str | bytes | None, packed: int) -> str | None:
+        """``node_text(text, packed)``: the text as it was given to ``packer``."""
+        if not packed or stored is None:
+            return stored if not isinstance(stored, bytes) else stored.decode("utf-8", "surrogatepass")
+        data = stored.encode("utf-8", "surrogatepass") if isinstance(stored, str) else stored
+        codec = self._codec if self._codec is not None else self.codec()
+        try:
+            return codec.unpack(data, packed)
+        except KeyError:  # packed with a dictionary trained since this codec was made
+            return self.codec().unpack(data, packed)
+
+    def train_once(self) -> None:
+        """In a write transaction that added texts: the dictionary, once the file holds enough texts."""
+        if self._trained:
+            return
+        if self.conn.execute("SELECT 1 FROM node_dicts").fetchone() is not None:
+            self._trained = True
+            return
+        held = self.conn.execute("SELECT count(*) FROM (SELECT 1 FROM node_texts LIMIT ?)", (TRAIN_TEXTS,))
+        if held.fetchone()[0] < TRAIN_TEXTS:
+            return
+        # The start of each, as the dictionary learns from: a capped text is never read whole.
+        rows = self.conn.execute(
+            "SELECT CASE WHEN packed THEN node_text(text, packed) ELSE substr(text, 1, ?) END "
+            "FROM node_texts ORDER BY rowid LIMIT ?",
+            (SAMPLE_CHARS, TRAIN_TEXTS),
+        ).fetchall()
+        trained = train([text for (text,) in rows])
+        self.conn.execute("INSERT INTO node_dicts(id, data) VALUES (?, ?)", (NODE_DICTIONARY, trained or b""))
+        self._trained = True
+
+
 class SearchIndex:
     """One open search database. Cheap to open; not shared between threads."""
 
     def __init__(self, path: Path, rules: TermRules = DEFAULT_RULES) -> None:
         self.path = path
         self.rules = rules
-        self.conn = self._functions(self._open(path, rules))
+        self.conn = self._open(path, rules)
+        self.texts = NodeTexts(self.conn)
+        self._functions(self.conn, self.texts)
         self._unreadable: list[str] = []
         # Made by ``_prepare`` for one ``update_written``: id(node) -> (node, seq, row values, FTS
         # columns), and (id(text), level) -> (text, FTS columns) for ``_terms_columns``.
@@ -256,10 +339,12 @@ class SearchIndex:
         return open_file(path, fits, create)
 
     @staticmethod
-    def _functions(conn: sqlite3.Connection) -> sqlite3.Connection:
-        """SQL functions the queries use: ``holds(text, text_json, needle)``, pbot's literal test."""
+    def _functions(conn: sqlite3.Connection, texts: NodeTexts) -> None:
+        """SQL functions the queries use: ``holds(text, text_json, needle)``, pbot's literal test,
+        and ``node_text(text, packed)``, a node's text as it was stored.
+        """
         conn.create_function("holds", 3, _holds, deterministic=True)
-        return conn
+        conn.create_function("node_text", 2, texts.unpack, deterministic=True)
 
     @staticmethod
     def _rules(conn: sqlite3.Connection) -> str | None:
@@ -274,7 +359,9 @@ class SearchIndex:
         """
         self.conn.close()
         start_afresh(self.path)
-        self.conn = self._functions(self._open(self.path, self.rules))
+        self.conn = self._open(self.path, self.rules)
+        self.texts = NodeTexts(self.conn)
+        self._functions(self.conn, self.texts)
 
     def transaction(self) -> AbstractContextManager[None]:
         """One write transaction on this index (``pbot_watch.sqlite.transaction``)."""
@@ -613,7 +700,7 @@ class SearchIndex:
         """
         old: dict[str, tuple[int, str, str | None, int, int, int]] = {}
         query = (
-            "SELECT n.rowid, n.id, t.text, t.text_json, n.searchable, n.level, n.seq FROM nodes n "
+            "SELECT n.rowid, n.id, node_text(t.text, t.packed), t.text_json, n.searchable, n.level, n.seq FROM nodes n "
             "JOIN node_texts t ON t.rowid = n.rowid WHERE n.record = ?"
             if texts
             else "SELECT rowid, id, '', NULL, searchable, level, seq FROM nodes WHERE record = ?"
@@ -632,7 +719,7 @@ class SearchIndex:
         if texts:
             return held
         text, text_json = self.conn.execute(
-            "SELECT text, text_json FROM node_texts WHERE rowid = ?", (held[0],)
+            "SELECT node_text(text, packed), text_json FROM node_texts WHERE rowid = ?", (held[0],)
         ).fetchone()
         return (held[0], text, text_json, *held[3:])
 
@@ -659,7 +746,8 @@ class SearchIndex:
         inserts: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
         moved: list[tuple[int, int]] = []
-        new_texts: list[tuple[str, str | None, int]] = []
+        new_texts: list[tuple[str | bytes, str | None, int, int]] = []  # (stored, text_json, packed, rowid)
+        packer = self.texts.packer()
         fts_out: list[tuple[int, str, int]] = []  # (rowid, stored text, level) to take out of FTS
         fts_in: list[tuple[int, str, int]] = []
         next_rowid: int | None = None
@@ -697,7 +785,7 @@ class SearchIndex:
             if not same_text:
                 if searchable:
                     fts_out.append((rowid, text, level))
-                new_texts.append((node["text"], node["text_json"], rowid))
+                new_texts.append((*packer(node["text"], node["text_json"]), rowid))
                 if node["searchable"]:
                     fts_in.append((rowid, node["text"], node["level"]))
             updates.append({**node, "rowid": rowid})
@@ -710,7 +798,10 @@ class SearchIndex:
         self._fts_delete(fts_out)
         conn.executemany("DELETE FROM nodes WHERE rowid = ?", [(g[0],) for g in gone])
         conn.executemany("DELETE FROM node_texts WHERE rowid = ?", [(g[0],) for g in gone])
-        conn.executemany("UPDATE node_texts SET text = ?, text_json = ? WHERE rowid = ?", new_texts)
+        conn.executemany(
+            "UPDATE node_texts SET text = ?, packed = ?, text_json = ? WHERE rowid = ?",
+            [(stored, packed, text_json, rowid) for stored, text_json, packed, rowid in new_texts],
+        )
         conn.executemany(
             """UPDATE nodes SET kind=:kind, level=:level, from_=:from_, to_=:to_,
                from_ms=:from_ms, to_ms=:to_ms, to_key=:to_key, id_key=:id_key, ready=:ready, completed=:completed,
@@ -727,9 +818,12 @@ class SearchIndex:
             inserts,
         )
         conn.executemany(
-            "INSERT INTO node_texts(rowid, text, text_json) VALUES (:rowid, :text, :text_json)", inserts
+            "INSERT INTO node_texts(rowid, text, text_json, packed) VALUES (?, ?, ?, ?)",
+            [(n["rowid"], *packer(n["text"], n["text_json"])) for n in inserts],
         )
         self._fts_insert(fts_in)
+        if inserts:
+            self.texts.train_once()
 
     def _terms_columns(self, rowid: int, text: str, level: int) -> tuple[int, str, str, str]:
         prepared = self._prepared_terms.get((id(text), level))
@@ -966,17 +1060,25 @@ def _node_values(raw: Any, seq: int) -> dict[str, Any] | None:
 
 
 def held_history_texts(conn: sqlite3.Connection) -> Iterator[HeldText]:
-    """Every text the history index holds, for ``pbot-watch secrets scan``: session names and
-    node texts, as the records they came from named them.
+    """Every text the history index holds, for ``pbot-watch secrets scan``: session names, node
+    texts, as the records they came from named them, and the compression dictionary (made of
+    pieces of the texts it was trained on).
     """
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"records", "nodes", "node_texts"} <= tables:
         return
     for path, session_id, name in conn.execute("SELECT path, session_id, name FROM records"):
         yield HeldText("history index", path, session_id, "", (name or "",))
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(node_texts)")}
+    packed = "t.packed" if "packed" in columns else "0"  # an index of schema 8 or before: plain
+    unpack = NodeTexts(conn).unpack
     rows = conn.execute(
-        "SELECT r.path, r.session_id, n.id, t.text FROM nodes n JOIN node_texts t ON t.rowid = n.rowid "
-        "JOIN records r ON r.rowid = n.record"
+        f"SELECT r.path, r.session_id, n.id, t.text, {packed} FROM nodes n "
+        "JOIN node_texts t ON t.rowid = n.rowid JOIN records r ON r.rowid = n.record"
     )
-    for path, session_id, node_id, text in rows:
-        yield HeldText("history index", path, session_id, node_id, (text or "",))
+    for path, session_id, node_id, text, how in rows:
+        yield HeldText("history index", path, session_id, node_id, (unpack(text, how) or "",))
+    if "node_dicts" in tables:
+        for ident, data in conn.execute("SELECT id, data FROM node_dicts"):
+            text = data.decode("utf-8", "replace")
+            yield HeldText("history index", "", "", f"compression dictionary {ident}", (text,))

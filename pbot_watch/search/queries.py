@@ -71,15 +71,15 @@ MIN_TRIGRAM_CHARS = 3
 """A trigram index answers substrings of three characters or more; shorter ones need other means."""
 
 _NODE_COLUMNS = (
-    "n.rowid, n.id, n.kind, n.level, t.text, t.text_json, n.from_, n.to_, n.ready, n.completed, "
+    "n.rowid, n.id, n.kind, n.level, node_text(t.text, t.packed), t.text_json, n.from_, n.to_, n.ready, n.completed, "
     "n.entry_ids, n.children, n.parents, n.record, r.session_id, r.name, r.workspace, r.name_json, n.capped, "
     "r.machine, r.user_"
 )
 CAPPED_HEAD = 1 << 16
 """Characters of a capped text read for a preview (100 units of it with whitespace collapsed)."""
 _HEAD_COLUMNS = _NODE_COLUMNS.replace(
-    "t.text, t.text_json,",
-    "CASE WHEN n.capped THEN NULL ELSE t.text END, CASE WHEN n.capped THEN NULL ELSE t.text_json END,",
+    "node_text(t.text, t.packed), t.text_json,",
+    "CASE WHEN n.capped THEN NULL ELSE node_text(t.text, t.packed) END, CASE WHEN n.capped THEN NULL ELSE t.text_json END,",
 )
 """``_NODE_COLUMNS`` without a capped text (``n.capped``), ``_with_heads`` puts its head in: for
 previews and snippets, which must not read a 50 MB pasted log whole (nor SQLite a ``substr``
@@ -460,7 +460,7 @@ def _walk(
     A capped node's text is not read here: ``capped`` says which of them hold the needle.
     """
     rows = index.conn.execute(
-        "SELECT n.rowid, n.capped, CASE WHEN n.capped THEN '' ELSE t.text END, "
+        "SELECT n.rowid, n.capped, CASE WHEN n.capped THEN '' ELSE node_text(t.text, t.packed) END, "
         f"CASE WHEN n.capped THEN NULL ELSE t.text_json END FROM {_NODE_FROM} "
         f"WHERE {filt.where('n.searchable = 1')} ORDER BY n.to_key DESC, n.id_key",
         filt.params,
@@ -522,7 +522,7 @@ def _scan(
 ) -> SearchResult:
     """One or two characters that are not CJK: no index can narrow them, so read the texts."""
     rows = index.conn.execute(
-        f"SELECT n.rowid, t.text, t.text_json FROM {_NODE_FROM} "
+        f"SELECT n.rowid, node_text(t.text, t.packed), t.text_json FROM {_NODE_FROM} "
         f"WHERE {filt.where('n.searchable = 1')} ORDER BY n.to_key DESC, n.id_key",
         filt.params,
     )

@@ -324,7 +324,8 @@ def _texts(index: SearchIndex, rowids: Sequence[int]) -> dict[int, str]:
         chunk = list(rowids[start : start + 500])
         out.update(
             index.conn.execute(
-                f"SELECT rowid, text FROM node_texts WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+                f"SELECT rowid, node_text(text, packed) FROM node_texts WHERE rowid IN ({','.join('?' * len(chunk))})",
+                chunk,
             ).fetchall()
         )
     return out

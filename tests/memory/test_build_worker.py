@@ -16,7 +16,7 @@ from pbot_watch.memory.build import WORKERS, MemoryBuilder, build_and_store, bui
 from pbot_watch.memory.index import dictionaries, held_text_keys, refresh_memory
 from pbot_watch.memory.listener import BUILD_FROM, MemoryFollower
 from pbot_watch.memory.query import search_memory
-from pbot_watch.memory.texts import TRAIN_TEXTS
+from pbot_watch.search.codec import TRAIN_TEXTS
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.service.state import StateStore
 from pbot_watch.service.tail import ArchiveWriter, Tailer

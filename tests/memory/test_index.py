@@ -27,9 +27,10 @@ from pbot_watch.memory.index import (
     sync_memory_file,
 )
 from pbot_watch.memory.query import recall, search_memory
-from pbot_watch.memory.texts import CHUNK_LINES, CHUNK_SLOTS, OVERFLOW_CHUNKS, PLAIN, TRAIN_TEXTS
+from pbot_watch.memory.texts import CHUNK_LINES, CHUNK_SLOTS, OVERFLOW_CHUNKS
 from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
 from pbot_watch.pi.entries import SessionReader
+from pbot_watch.search.codec import PLAIN, TRAIN_TEXTS
 from pbot_watch.search.index import INDEXED_CHARS, SearchIndex
 from pbot_watch.sources import WholeDigest, cursor_at, iter_session_files
 from tests.support.pi_sessions import PiSession

@@ -9,8 +9,16 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pbot_watch.history.jstext import locale_key
-from pbot_watch.search.index import INDEXED_CHARS, RecordFolder, SearchIndex, _order_bytes, sort_key
-from pbot_watch.search.queries import _SESSIONS_FROM, search_history
+from pbot_watch.search.codec import PLAIN, TRAIN_TEXTS, ZSTD
+from pbot_watch.search.index import (
+    INDEXED_CHARS,
+    NODE_DICTIONARY,
+    RecordFolder,
+    SearchIndex,
+    _order_bytes,
+    sort_key,
+)
+from pbot_watch.search.queries import _SESSIONS_FROM, read_node, search_history
 from pbot_watch.search.ranking import Ranking
 from tests.search.archive import exchange, load_records, pbot_search, write_record
 
@@ -125,6 +133,99 @@ class TestCappedText:
                 m.id.rsplit(":", 1)[-1]
                 for m in search_history(index, "marker", match="terms", ranking=beside).matches
             ]
+
+
+def whole_text(index: SearchIndex, node_id: str) -> str:
+    """A node's text as ``read`` gives it, page after page."""
+    pieces: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = read_node(index, node_id, offset=offset, limit=20_000)
+        pieces.append(page.text)
+        offset = page.next_offset
+    return "".join(pieces)
+
+
+class TestPackedTexts:
+    def test_each_kind_of_text_reads_back_exactly(self, tmp_path: Path) -> None:
+        """A text of PACK_FROM characters or more is kept packed; a short one, a capped one (read
+        in pieces) and one holding half a character stay plain; every one reads, searches and
+        snippets as the record has it."""
+        folder = tmp_path / "archive"
+        texts = {
+            "short": "用户：\nhi",
+            "packed": "用户：\n" + "a paragraph of prose about the packed marker. " * 40,
+            "half": "用户：\nhalf \ud83d of an emoji beside the half marker " * 3,
+            "capped": "用户：\n" + "capped log line " * (INDEXED_CHARS // 16) + "capped marker",
+        }
+        exchanges = [
+            exchange(name, text, f"2026-11-0{n + 1}T10:00:00.000Z")
+            for n, (name, text) in enumerate(texts.items())
+        ]
+        write_record(folder, "s1", "S1", [exchanges])
+        with SearchIndex(tmp_path / "search.db") as index:
+            index.update_from_archive([RecordFolder(folder, None)])
+            stored = {
+                node_id.rsplit(":", 1)[-1]: packed
+                for node_id, packed in index.conn.execute(
+                    "SELECT n.id, t.packed FROM nodes n JOIN node_texts t ON t.rowid = n.rowid WHERE n.kind = 'exchange'"
+                )
+            }
+            assert {"short": PLAIN, "packed": ZSTD, "half": PLAIN, "capped": PLAIN} == stored
+            records = load_records(folder)
+            for name, text in texts.items():
+                node_id = (
+                    next(m.id for m in search_history(index, f"{name} marker").matches)
+                    if name != "short"
+                    else None
+                )
+                if node_id is not None:
+                    assert text == whole_text(index, node_id)
+                for query in (f"{name} marker", "marker", "用户", "hi"):
+                    ours = search_history(index, query)
+                    expected = pbot_search(records, query)
+                    assert (expected["total"], [m["snippet"] for m in expected["matches"]]) == (
+                        ours.total,
+                        [m.snippet for m in ours.matches],
+                    )
+
+    def test_the_dictionary_is_trained_once_and_the_texts_after_it_use_it(self, tmp_path: Path) -> None:
+        """TRAIN_TEXTS node texts in, one dictionary is trained in the same write; texts written
+        after it are packed with it and those before stay readable; a rebuild keeps it."""
+        folder = tmp_path / "archive"
+        prose = "the service reads the session, writes its record and indexes the exchange {n} "
+        exchanges = [
+            exchange(
+                f"e{n}",
+                "用户：\n" + prose.format(n=n) * 3,
+                f"2026-11-01T10:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
+            )
+            for n in range(TRAIN_TEXTS + 200)
+        ]
+        write_record(folder, "s1", "S1", [exchanges[:TRAIN_TEXTS]])
+        with SearchIndex(tmp_path / "search.db") as index:
+            index.update_from_archive([RecordFolder(folder, None)])
+            assert [NODE_DICTIONARY] == [i for (i,) in index.conn.execute("SELECT id FROM node_dicts")]
+            write_record(folder, "s2", "S2", [exchanges[TRAIN_TEXTS:]])
+            index.update_from_archive([RecordFolder(folder, None)])
+            kinds = dict(index.conn.execute("SELECT packed, count(*) FROM node_texts GROUP BY packed"))
+            assert kinds.get(NODE_DICTIONARY, 0) >= 200 and kinds.get(ZSTD, 0) >= TRAIN_TEXTS
+            records = load_records(folder)
+            for query in ("exchange 7 ", f"exchange {TRAIN_TEXTS + 150} ", "indexes the"):
+                ours = search_history(index, query, limit=5)
+                expected = pbot_search(records, query, limit=5)
+                assert (expected["total"], [m["snippet"] for m in expected["matches"]]) == (
+                    ours.total,
+                    [m.snippet for m in ours.matches],
+                )
+            index.rebuild([RecordFolder(folder, None)])
+            assert 1 == index.conn.execute("SELECT count(*) FROM node_dicts").fetchone()[0]
+            assert (
+                index.conn.execute(
+                    "SELECT count(*) FROM node_texts WHERE packed = ?", (NODE_DICTIONARY,)
+                ).fetchone()[0]
+                > TRAIN_TEXTS
+            )
 
 
 class TestSessionListPlan:

@@ -17,7 +17,7 @@ from pbot_watch.archive.files import ArchiveStore
 from pbot_watch.archive.fresh import FreshRecords, Written
 from pbot_watch.archive.marks import WrittenMarks
 from pbot_watch.history.project import SessionFile
-from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.index import NodeTexts, SearchIndex
 from tests.support.pi_sessions import PiSession
 
 STEPS = st.lists(st.sampled_from(("turn", "turn", "tool", "open", "tree", "name")), min_size=2, max_size=30)
@@ -26,10 +26,11 @@ STEPS = st.lists(st.sampled_from(("turn", "turn", "tool", "open", "tree", "name"
 def contents(db: Path) -> tuple[list[Any], ...]:
     """Everything a query reads of the history tables, row ids left out (they may differ)."""
     conn = sqlite3.connect(db)
+    conn.create_function("node_text", 2, NodeTexts(conn).unpack)
     try:
         nodes = conn.execute(
             "SELECT r.path, n.id, n.kind, n.level, n.from_, n.to_, n.ready, n.completed, n.searchable, n.capped, "
-            "n.entry_ids, n.children, n.parents, n.seq, t.text, t.text_json FROM nodes n "
+            "n.entry_ids, n.children, n.parents, n.seq, node_text(t.text, t.packed), t.text_json FROM nodes n "
             "JOIN node_texts t ON t.rowid = n.rowid JOIN records r ON r.rowid = n.record ORDER BY r.path, n.id"
         ).fetchall()
         records = conn.execute(

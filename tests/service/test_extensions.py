@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pbot_watch.search.index import NodeTexts
 from tests.support.paths import FIXTURES
 from tests.support.pi_sessions import append, lines_of
 from tests.support.service import ServiceProcess, wait_for
@@ -25,7 +26,8 @@ def indexed_texts(db: Path) -> str:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "node_texts" not in tables:
             return ""
-        return "\n".join(row[0] or "" for row in conn.execute("SELECT text FROM node_texts"))
+        unpack = NodeTexts(conn).unpack
+        return "\n".join(unpack(*row) or "" for row in conn.execute("SELECT text, packed FROM node_texts"))
 
 
 class TestSearchListener:
