@@ -13,14 +13,15 @@ calls ``update_record`` after each write so the CLI rarely finds work to do. (Th
 mtime is not trusted as a shortcut: a tool that rewrites a record in place does not change it.)
 
 Two FTS5 tables serve the two match modes, both contentless (the text is kept once, in
-``node_texts``, compressed as raw memory's texts are: ``NodeTexts``): ``nodes_literal`` is a case-sensitive trigram index of the *lower-cased* text, so
-a phrase query of a lower-cased needle of three or more characters returns exactly the nodes
-containing it as a substring; ``nodes_terms`` indexes the pre-tokenised text of
-``terms.document`` (CJK unigrams and bigrams, words, identifier parts; English stop words
-dropped and words stemmed by Snowball), for BM25 ranking and for one- and two-character CJK
-needles. It has three columns, so ranking can weigh them: the person's side of an exchange, the
-answer's side, and a summary's text. The rules that made its terms (``TermRules``) are recorded
-beside the schema version: an index made under other rules is rebuilt like an older one.
+``node_texts``, compressed as raw memory's texts are: ``NodeTexts``): ``nodes_literal`` is a
+case-sensitive trigram index of the *lower-cased* text, so a phrase query of a lower-cased
+needle of three or more characters returns exactly the nodes containing it as a substring;
+``nodes_terms`` indexes the pre-tokenised text of ``terms.document`` (CJK unigrams and bigrams,
+words, identifier parts; English stop words dropped and words stemmed by Snowball), for BM25
+ranking and for one- and two-character CJK needles. It has three columns, so ranking can weigh
+them: the person's side of an exchange, the answer's side, and a summary's text. The rules that
+made its terms (``TermRules``) are recorded beside the schema version: an index made under other
+rules is rebuilt like an older one.
 """
 
 from __future__ import annotations
