@@ -274,14 +274,13 @@ class NodeTexts:
 
     def unpack(self, stored: str | bytes | None, packed: int) -> str | None:
         """``node_text(text, packed)``: the text as it was given to ``packer``."""
-        if not packed or stored is None:
-            return stored if not isinstance(stored, bytes) else stored.decode("utf-8", "surrogatepass")
-        data = stored.encode("utf-8", "surrogatepass") if isinstance(stored, str) else stored
+        if not isinstance(stored, bytes):
+            return stored  # plain: ``packer`` keeps an unpacked text as TEXT
         codec = self._codec if self._codec is not None else self.codec()
         try:
-            return codec.unpack(data, packed)
+            return codec.unpack(stored, packed)
         except KeyError:  # packed with a dictionary trained since this codec was made
-            return self.codec().unpack(data, packed)
+            return self.codec().unpack(stored, packed)
 
     def train_once(self) -> None:
         """In a write transaction that added texts: the dictionary, once the file holds enough texts."""
