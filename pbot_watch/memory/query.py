@@ -44,7 +44,7 @@ from pbot_watch.memory.index import (
 from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResult, MemorySection, RecallPage
 from pbot_watch.memory.ranking import idf, score_sql
 from pbot_watch.memory.rankings import Ranked, keep, kept_page, ranking_key
-from pbot_watch.memory.tally import TALLY_MIN, holds, id_list, register, tallied, version
+from pbot_watch.memory.tally import register, tallied
 from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
@@ -52,6 +52,7 @@ from pbot_watch.search.index import SearchIndex, storable
 from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
+from pbot_watch.search.tallies import TALLY_MIN, holds, id_list, version
 from pbot_watch.search.tokens import fts_quote, is_cjk, query_terms, tokens
 from pbot_watch.shorten import shorten
 from pbot_watch.sqlite import transaction

@@ -28,7 +28,7 @@ import sqlite3
 import struct
 from collections.abc import Sequence
 
-from pbot_watch.memory.tally import version
+from pbot_watch.search.tallies import version
 from pbot_watch.sqlite import try_write
 
 Ranked = tuple[int, float, int, int, int]

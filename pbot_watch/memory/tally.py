@@ -31,24 +31,21 @@ read the tally.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from pbot_watch.search.tallies import (
+    REGISTER_WAIT_MS,
+    Needles,
+    id_list,
+    keepable,
+    make_room,
+    touch,
+    version,
+)
 from pbot_watch.sqlite import transaction, try_write
-
-TALLY_MIN = 2_000
-"""Confirmed texts from which a needle is tallied: confirming this many costs about 30 ms."""
-MAX_TALLIES = 16
-STALE_SECONDS = 30 * 86_400
-"""A tally no search used for this long is dropped at the next registration."""
-TOUCH_SECONDS = 3600
-"""A tally's ``used`` is refreshed at most this often: a write per search would cost more than it says."""
-REGISTER_WAIT_MS = 50
-"""How long a search waits for the write lock to register a tally (the service may be writing):
-past it, the search answers without one and a later one registers it."""
 
 TALLY_TABLES = ("mem_tallies", "mem_tally_texts")
 TALLY_SCHEMA = (
@@ -86,56 +83,6 @@ TALLIED_TEXTS = "SELECT text FROM mem_tally_texts WHERE tally = ?"
 """SQL of the ids of the texts a tally (``?``) holds."""
 
 
-def id_list(ids: Iterable[int]) -> str:
-    """Row ids as a JSON array in ascending order, for one ``INSERT ... SELECT value FROM json_each(?)``.
-
-    A tally of a common word is tens of thousands of rows. ``executemany`` steps its statement
-    once per row, and each step runs ``mem_tally_gained`` as a trigger program of its own: on
-    the 634 MB corpus, 63,623 rows took 540-930 ms that way, 76-96 ms as one statement over
-    this list (load 3.2-3.5, 2 cores). In order, each B-tree is written from left to right.
-    """
-    return json.dumps(sorted(ids))
-
-
-LOWERS_INTO_ASCII = ("\u0130", "\u212a")
-"""The only characters outside ASCII whose lower case holds an ASCII one: İ (``i`` and a combining
-dot) and the Kelvin sign (``k``), in Python 3.11's Unicode 14 (a test asks every code point)."""
-_LOWERS_INTO_ASCII = tuple(ch.encode("utf-8") for ch in LOWERS_INTO_ASCII)
-
-
-def ascii_stays(raw: bytes) -> bool:
-    """Whether lower-casing the text ``raw`` (UTF-8) makes no ASCII character of one that is not.
-
-    Then an ASCII needle is in the lower-cased text exactly when it is in ``raw.lower()`` (which
-    lower-cases ASCII only): it can match only within a run of ASCII characters, and every such
-    run is the same in both, each character outside ASCII lower-casing to others outside it.
-    """
-    return not any(mark in raw for mark in _LOWERS_INTO_ASCII)
-
-
-def holds(raw: bytes, needle: str, encoded: bytes) -> bool:
-    """Whether a text (its UTF-8, ``raw``) holds ``needle`` (lower-cased, ``encoded`` its UTF-8) once
-    lower-cased: a literal search's test of a line, on the whole text, without decoding most.
-
-    Lower-casing the whole text lower-cases each line (a newline stops the one rule that looks
-    at neighbours, final sigma), and a needle has no newline. Found in ``raw`` with only ASCII
-    lower-cased: it is in the lower-cased text (the needle's characters are their own lower
-    case, a match starts and ends on character boundaries since UTF-8 never starts a character
-    with a continuation byte, and lower-casing maps each character on its own). Not found in an
-    ASCII text, or of an ASCII needle in a text with no character lower-casing into ASCII
-    (``ascii_stays``): not there either. Otherwise (a text with other characters, which may
-    lower-case into the needle) the text is decoded and asked. Most texts a search reads and
-    does not find its needle in have characters outside ASCII (a phrase with 2,933 candidate
-    texts, 28 MB, on the 634 MB corpus: all of them): decoding them cost it 410-470 ms of
-    testing, 160-180 ms without.
-    """
-    if encoded in raw or encoded in raw.lower():  # most hits are there as written: no copy made
-        return True
-    if raw.isascii() or (needle.isascii() and ascii_stays(raw)):
-        return False
-    return needle in raw.decode("utf-8", "surrogatepass").lower()
-
-
 @dataclass(frozen=True)
 class Tallied:
     """A needle's tally as one read saw it."""
@@ -145,17 +92,6 @@ class Tallied:
     """The visible sources whose text holds the needle."""
     newest: int
     """The highest source row id in the same read: ``total`` counts the sources up to it."""
-
-
-def keepable(needle: str) -> bool:
-    """Whether SQLite can keep ``needle`` as a tally's key: not a needle with a lone surrogate (a
-    query's ``\ud800`` escape, as JSON allows), which is always counted from the texts.
-    """
-    try:
-        needle.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def tallied(conn: sqlite3.Connection, needle: str) -> Tallied | None:
@@ -169,20 +105,8 @@ def tallied(conn: sqlite3.Connection, needle: str) -> Tallied | None:
     if row is None:
         return None
     ident, used, total, newest = row
-    now = int(time.time())
-    if now - used > TOUCH_SECONDS:
-        try_write(
-            conn,
-            lambda: conn.execute("UPDATE mem_tallies SET used = ? WHERE id = ?", (now, ident)),
-            REGISTER_WAIT_MS,
-        )
+    touch(conn, "mem_tallies", ident, used)
     return Tallied(int(ident), int(total), int(newest))
-
-
-def version(conn: sqlite3.Connection) -> tuple[int, int]:
-    """What changes when anything is committed to the database, by another connection or this one."""
-    (data_version,) = conn.execute("PRAGMA data_version").fetchone()
-    return int(data_version), conn.total_changes
 
 
 def register(
@@ -204,22 +128,7 @@ def register(
 
     def work() -> int:
         now = int(time.time())
-        stale = [
-            i for (i,) in conn.execute("SELECT id FROM mem_tallies WHERE used < ?", (now - STALE_SECONDS,))
-        ]
-        extra = conn.execute("SELECT count(*) FROM mem_tallies").fetchone()[0] - len(stale) - MAX_TALLIES + 1
-        if extra > 0:
-            stale += [
-                i
-                for (i,) in conn.execute(
-                    "SELECT id FROM mem_tallies WHERE used >= ? ORDER BY used, id LIMIT ?",
-                    (now - STALE_SECONDS, extra),
-                )
-            ]
-        for ident in stale:
-            # The tally first: its texts' rows then leave without a total to keep.
-            conn.execute("DELETE FROM mem_tallies WHERE id = ?", (ident,))
-            conn.execute("DELETE FROM mem_tally_texts WHERE tally = ?", (ident,))
+        make_room(conn, "mem_tallies", "mem_tally_texts")
         texts = held if version(conn) == seen else again()
         (ident,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM mem_tallies").fetchone()
         # The texts before the tally row: the triggers keeping totals then find no tally to update
@@ -261,10 +170,7 @@ class TallyWriter:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.needles = [
-            (ident, needle, needle.encode("utf-8", "surrogatepass"))
-            for ident, needle in conn.execute("SELECT id, needle FROM mem_tallies")
-        ]
+        self.needles = Needles(conn, "mem_tallies")
         self.rows: list[tuple[int, int]] = []
 
     def __bool__(self) -> bool:
@@ -276,26 +182,8 @@ class TallyWriter:
             self.visible_bytes(text_id, text.encode("utf-8", "surrogatepass"))
 
     def visible_bytes(self, text_id: int, raw: bytes) -> None:
-        """``visible`` of a text as its UTF-8 (lone surrogates kept): ``holds`` for every needle, the
-        text lower-cased (and asked ``ascii_stays``, and decoded) once for all of them, not once per needle.
-        """
-        lowered: bytes | None = None
-        decoded: str | None = None
-        stays: bool | None = None
-        for ident, needle, encoded in self.needles:
-            if encoded not in raw:
-                lowered = raw.lower() if lowered is None else lowered
-                if encoded not in lowered:
-                    if raw.isascii():
-                        continue
-                    if needle.isascii():
-                        stays = ascii_stays(raw) if stays is None else stays
-                        if stays:
-                            continue
-                    decoded = raw.decode("utf-8", "surrogatepass").lower() if decoded is None else decoded
-                    if needle not in decoded:
-                        continue
-            self.rows.append((ident, text_id))
+        """``visible`` of a text as its UTF-8 (lone surrogates kept)."""
+        self.rows.extend((ident, text_id) for ident in self.needles.held_by(raw))
 
     def flush(self) -> None:
         """Write what the texts seen since the last flush hold."""

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from pbot_watch.memory import rankings
 from pbot_watch.memory.index import refresh_memory
 from pbot_watch.memory.query import search_memory
-from pbot_watch.memory.tally import version
 from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.tallies import version
 from tests.memory.test_kept_scope import STEPS, Corpus, Step
 from tests.support.pi_sessions import PiSession
 

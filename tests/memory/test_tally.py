@@ -23,6 +23,7 @@ from pbot_watch.memory import query, stamps, tally
 from pbot_watch.memory.handles import make_handle
 from pbot_watch.memory.index import source_text, sync_memory_file
 from pbot_watch.memory.query import _CONTEXT_ORDER, _desc, _max_rowid, _walked_scope, search_memory
+from pbot_watch.search import tallies
 from pbot_watch.search.index import SearchIndex
 from pbot_watch.search.pages import MAX_MEMORY_PAGE
 from tests.memory.test_kept_scope import STEPS, Corpus, Step
@@ -141,7 +142,7 @@ def test_a_search_does_not_wait_for_the_write_lock_to_tally(tmp_path: Path, tall
 def test_tallies_are_bounded_least_recently_used_first(
     tmp_path: Path, tally_all: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tally, "MAX_TALLIES", 3)
+    monkeypatch.setattr(tallies, "MAX_TALLIES", 3)
     corpus = Corpus(tmp_path / "sessions")
     session = corpus.sessions[0][1]
     for n in range(5):
@@ -199,7 +200,7 @@ def test_every_character_that_lower_cases_into_ascii_is_named() -> None:
         for ch in map(chr, range(0x80, sys.maxunicode + 1))
         if not 0xD800 <= ord(ch) < 0xE000 and any(c.isascii() for c in ch.lower())
     ]
-    assert tuple(found) == tally.LOWERS_INTO_ASCII
+    assert tuple(found) == tallies.LOWERS_INTO_ASCII
 
 
 LOWERING = "abkiI K\u212a\u0130\u0307ıİßΣσς配置Ä\ud800."
@@ -216,7 +217,7 @@ def test_a_text_holds_a_needle_as_a_lower_cased_line_would(text: str, needle: st
     assert {
         ident
         for ident, each in enumerate(needles, 1)
-        if tally.holds(raw, each, each.encode("utf-8", "surrogatepass"))
+        if tallies.holds(raw, each, each.encode("utf-8", "surrogatepass"))
     } == expected
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE mem_tallies(id INTEGER PRIMARY KEY, needle TEXT NOT NULL)")
