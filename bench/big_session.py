@@ -64,6 +64,7 @@ from index_throughput import Corpus, generate  # noqa: E402
 
 from pbot_watch.history.nodes import new_record_id  # noqa: E402
 from pbot_watch.memory.cue_follow import SAVED_FROM  # noqa: E402
+from pbot_watch.search.literal import literal_match  # noqa: E402
 from pbot_watch.service.status import read_status  # noqa: E402
 from pbot_watch.sources import known_header  # noqa: E402
 from tests.pi_bridge.child import ServeChild  # noqa: E402
@@ -169,7 +170,7 @@ def until_searchable(db: Path, token: str, timeout: float = RECORD_TIMEOUT_S) ->
     """Seconds until the history index finds ``token`` (its literal table), ``None`` after ``timeout``."""
     start = time.perf_counter()
     while time.perf_counter() - start < timeout:
-        if _count(db, "SELECT count(*) FROM nodes_literal WHERE nodes_literal MATCH ?", f'"{token}"'):
+        if _count(db, "SELECT count(*) FROM nodes_literal WHERE nodes_literal MATCH ?", literal_match(token)):
             return time.perf_counter() - start
         time.sleep(POLL_S)
     return None

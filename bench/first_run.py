@@ -308,10 +308,10 @@ def append_exchange(path: Path, token: str) -> int:
 
 def searchable(db: Path, token: str) -> bool:
     """Whether ``token`` is found in the history index and in raw memory (both literal indexes)."""
-    from pbot_watch.memory.texts import literal_match  # raw memory's trigrams carry no positions
+    from pbot_watch.search.literal import literal_match  # neither trigram index keeps positions
 
     return (
-        _count(db, "SELECT count(*) FROM nodes_literal WHERE nodes_literal MATCH ?", f'"{token}"') > 0
+        _count(db, "SELECT count(*) FROM nodes_literal WHERE nodes_literal MATCH ?", literal_match(token)) > 0
         and _count(db, "SELECT count(*) FROM mem_literal WHERE mem_literal MATCH ?", literal_match(token)) > 0
     )
 

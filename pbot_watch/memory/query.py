@@ -45,10 +45,11 @@ from pbot_watch.memory.models import MemoryContext, MemoryHit, MemorySearchResul
 from pbot_watch.memory.ranking import idf, score_sql
 from pbot_watch.memory.rankings import Ranked, keep, kept_page, ranking_key
 from pbot_watch.memory.tally import register, tallied
-from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines, literal_match
+from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
-from pbot_watch.search.index import SearchIndex, storable
+from pbot_watch.search.index import SearchIndex
+from pbot_watch.search.literal import MIN_TRIGRAM_CHARS, literal_match, trigram_exact
 from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
@@ -62,7 +63,6 @@ SNIPPET_CONTEXT = 2
 SNIPPET_LINE_CHARS = 300
 RECALL_CHARS = 12_000
 """Recall returns whole lines up to about this many characters (always at least one line)."""
-MIN_TRIGRAM_CHARS = 3
 _CONTEXT_ORDER = {HISTORICAL: 0, RETAINED: 1}
 _V1_ID = re.compile("[0-9a-f]{8}")
 """The shape of ``v1_entry_id``: only such an entry id can name an entry Pi renamed."""
@@ -772,11 +772,10 @@ def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
     """
     capped = "SELECT rowid FROM mem_texts WHERE capped"
     if len(needle) >= MIN_TRIGRAM_CHARS:
-        exact = len(needle) == MIN_TRIGRAM_CHARS and storable(needle)[0] == needle and "\ufffd" not in needle
         return (
             f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? UNION ALL {capped}",
             (literal_match(needle),),
-            exact,
+            trigram_exact(needle),
         )
     if all(is_cjk(ch) for ch in needle):
         text = TEXT_OF_CHUNK.format(row="mem_terms.rowid")

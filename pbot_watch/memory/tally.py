@@ -23,7 +23,8 @@ holds its needle among those that are visible, which the writer (``index.py``) k
   that names another text since (its ``mem_texts.key`` differs), is tested there; every writer
   after that transaction sees the tally.
 
-At most ``MAX_TALLIES`` needles are kept (each costs every visible text a substring test when it
+At most ``MAX_TALLIES`` needles are kept (``search/tallies.py``, which holds what the history
+index's tallies share; each costs every visible text a substring test when it
 is written), the least recently used dropped first, and one unused for ``STALE_SECONDS`` goes.
 The first search of a needle pays the full count (and registers the tally); the repeated ones
 read the tally.

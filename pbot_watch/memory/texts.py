@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pbot_watch.search.index import INDEXED_CHARS, storable
-from pbot_watch.search.tokens import distinct_document, fts_quote
+from pbot_watch.search.tokens import distinct_document
 
 CHUNK_LINES = 32
 """Lines per row of the terms index: BM25 scores chunks, so a long output is not one giant document.
@@ -56,21 +56,6 @@ def literal_document(text: str) -> str | None:
     if capped(text):
         return None
     return storable(text)[0].lower()
-
-
-def literal_match(needle: str) -> str:
-    """An FTS5 query matching every source whose literal row holds all trigrams covering ``needle``.
-
-    ``needle`` is lower-cased and at least three characters long. Every trigram of it is asked
-    for (each a one-token string, which ``detail=none`` can answer): a source holding them all
-    is far more likely to hold the needle than one holding every third, so fewer candidates are
-    read to confirm, and FTS5's AND skips through the longer doclists rather than reading them
-    (``module_26.py:899:`` on 634 MB: 1 candidate instead of 3,525, and a faster MATCH). Lone
-    surrogates are stored as U+FFFD, so they are looked up as that.
-    """
-    text = storable(needle)[0]
-    trigrams = dict.fromkeys(text[i : i + 3] for i in range(len(text) - 2))
-    return " AND ".join(fts_quote(trigram) for trigram in trigrams)
 
 
 def indexed_lines(lines: list[str]) -> Iterator[str]:

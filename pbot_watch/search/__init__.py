@@ -9,8 +9,10 @@ session files alone. Importing this package must stay light (no litellm, no watc
 * ``listener``: the service keeps the index current from each record it writes.
 * ``pages``: how much one page of each query may hold, for every edge.
 * ``discover``: which record folders a query must look at.
-* ``queries``: search and read with personal-bot 0.2.3's semantics; ``ranking``: how ``terms``
-  search orders hits; ``pools``: the best nodes of a common term, remembered.
+* ``queries``: search and read with personal-bot 0.2.3's semantics; ``literal``: which nodes hold
+  a literal needle; ``tallies``: the rows holding common needles, kept by the writers (raw memory's
+  too); ``ranking``: how ``terms`` search orders hits; ``pools``: the best nodes of a common term,
+  remembered.
 * ``tokens``, ``terms``, ``unicode_classes``: what a word is, and the ranking terms.
 * ``dates``, ``when``: the times a query names; ``session_ids``: a session id as a person types it.
 * ``models``: the JSON shapes of search and read (memory's are in ``memory.models``).

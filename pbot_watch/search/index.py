@@ -14,8 +14,8 @@ mtime is not trusted as a shortcut: a tool that rewrites a record in place does 
 
 Two FTS5 tables serve the two match modes, both contentless (the text is kept once, in
 ``node_texts``, compressed as raw memory's texts are: ``NodeTexts``): ``nodes_literal`` is a
-case-sensitive trigram index of the *lower-cased* text, so a phrase query of a lower-cased
-needle of three or more characters returns exactly the nodes containing it as a substring;
+case-sensitive trigram index of the *lower-cased* text without positions, which finds the nodes
+holding every trigram of a lower-cased needle (``literal.py`` confirms and tallies them);
 ``nodes_terms`` indexes the pre-tokenised text of ``terms.document`` (CJK unigrams and bigrams,
 words, identifier parts; English stop words dropped and words stemmed by Snowball), for BM25
 ranking and for one- and two-character CJK needles. It has three columns, so ranking can weigh
@@ -45,15 +45,17 @@ from pbot_watch.redact.policy import scrub
 from pbot_watch.search.codec import PLAIN, SAMPLE_CHARS, TRAIN_TEXTS, ZSTD, TextCodec, train
 from pbot_watch.search.database import index_path, open_file, start_afresh, version_of
 from pbot_watch.search.dates import parse_ms
+from pbot_watch.search.tallies import Needles
 from pbot_watch.search.terms import DEFAULT_RULES, TermRules, document, exchange_sides
 from pbot_watch.sqlite import execute_script, transaction
 
 if TYPE_CHECKING:
     from pbot_watch.archive.fresh import Delta, Written
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated.
-(9: node texts are compressed, ``NodeTexts``.)"""
+(9: node texts are compressed, ``NodeTexts``; 10: ``nodes_literal`` keeps no positions, and
+common needles are tallied, ``literal.py``.)"""
 
 FTS_AUTOMERGE = 8
 """Segments of a level FTS5 merges into one (its ``automerge``; the default is 4), for every FTS
@@ -123,8 +125,13 @@ CREATE INDEX nodes_capped ON nodes(capped) WHERE capped;
 CREATE INDEX nodes_by_seq ON nodes(record, seq);
 -- The session list reads only this: the session nodes, newest first, with what it filters on.
 CREATE INDEX nodes_sessions ON nodes(to_key DESC, id_key, record, id, from_ms, to_ms) WHERE kind = 'session';
--- No column sizes: they serve only bm25(), and literal search never ranks.
-CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, tokenize='trigram case_sensitive 1');
+-- No column sizes: they serve only bm25(), and literal search never ranks. No positions: the
+-- candidates of a longer needle are confirmed from their texts, and common needles tallied (literal.py).
+CREATE VIRTUAL TABLE nodes_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1');
+-- A tallied needle (lower-cased) and when a search last read it; the nodes of nodes_literal holding it.
+CREATE TABLE node_tallies(id INTEGER PRIMARY KEY, needle TEXT UNIQUE NOT NULL, used INTEGER NOT NULL);
+CREATE TABLE node_tally_nodes(tally INTEGER NOT NULL, node INTEGER NOT NULL, PRIMARY KEY (tally, node)) WITHOUT ROWID;
+CREATE INDEX node_tally_nodes_by_node ON node_tally_nodes(node);
 -- The two sides of an exchange and summaries go in different columns so BM25 can weigh them
 -- (bm25() weights). Stemming happens before (terms.py), so the tokenizer only splits.
 CREATE VIRTUAL TABLE nodes_terms USING fts5(question, answer, summary, content='', tokenize='unicode61 remove_diacritics 2');
@@ -838,11 +845,24 @@ class SearchIndex:
         return rowid, document(question, self.rules), document(answer, self.rules), ""
 
     def _fts_insert(self, rows: list[tuple[int, str, int]]) -> None:
-        """Index these (row id, stored text, level) in both FTS tables (see ``INDEXED_CHARS``)."""
+        """Index these (row id, stored text, level) in both FTS tables (see ``INDEXED_CHARS``), and in
+        the tallies of the needles they hold (``literal.py``).
+        """
+        literal = [(rowid, text) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS]
         self.conn.executemany(
             "INSERT INTO nodes_literal(rowid, text) VALUES (?, ?)",
-            [(rowid, text.lower()) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS],
+            [(rowid, text.lower()) for rowid, text in literal],
         )
+        needles = Needles(self.conn, "node_tallies")
+        if needles:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO node_tally_nodes(tally, node) VALUES (?, ?)",
+                [
+                    (tally, rowid)
+                    for rowid, text in literal
+                    for tally in needles.held_by(text.encode("utf-8", "surrogatepass"))
+                ],
+            )
         self.conn.executemany(
             "INSERT INTO nodes_terms(rowid, question, answer, summary) VALUES (?, ?, ?, ?)",
             [self._terms_columns(*row) for row in rows],
@@ -854,6 +874,8 @@ class SearchIndex:
             "INSERT INTO nodes_literal(nodes_literal, rowid, text) VALUES ('delete', ?, ?)",
             [(rowid, text.lower()) for rowid, text, _level in rows if len(text) <= INDEXED_CHARS],
         )
+        if rows and self.conn.execute("SELECT 1 FROM node_tallies LIMIT 1").fetchone() is not None:
+            self.conn.executemany("DELETE FROM node_tally_nodes WHERE node = ?", [(row[0],) for row in rows])
         self.conn.executemany(
             "INSERT INTO nodes_terms(nodes_terms, rowid, question, answer, summary) VALUES ('delete', ?, ?, ?, ?)",
             [self._terms_columns(*row) for row in rows],
@@ -881,6 +903,7 @@ class SearchIndex:
                 self.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
             self.conn.execute("DELETE FROM nodes")
             self.conn.execute("DELETE FROM node_texts")
+            self.conn.execute("DELETE FROM node_tally_nodes")
             self.conn.execute("DELETE FROM records")
             self.conn.execute("DELETE FROM records_terms")
             self.conn.execute("DELETE FROM folders")

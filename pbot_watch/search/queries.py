@@ -41,6 +41,7 @@ from pbot_watch.pi.untrusted import has_lone_surrogate
 from pbot_watch.search.dates import parse_ms
 from pbot_watch.search.errors import Argument, BadRange, QueryError, UnknownNode
 from pbot_watch.search.index import SearchIndex, capped_snippet, text_head, text_holds
+from pbot_watch.search.literal import MIN_TRIGRAM_CHARS, held_nodes
 from pbot_watch.search.models import (
     MatchMode,
     NodeBrief,
@@ -67,8 +68,6 @@ SNIPPET_BEFORE = 80
 SNIPPET_LENGTH = 400
 PREVIEW_LENGTH = 100
 
-MIN_TRIGRAM_CHARS = 3
-"""A trigram index answers substrings of three characters or more; shorter ones need other means."""
 
 _NODE_COLUMNS = (
     "n.rowid, n.id, n.kind, n.level, node_text(t.text, t.packed), t.text_json, n.from_, n.to_, n.ready, n.completed, "
@@ -333,29 +332,29 @@ def search_history(
     if has_lone_surrogate(needle):
         # Half a character: SQLite cannot take it, and the index holds U+FFFD in its place.
         return _scan(index, query, filt, offset, limit, needle)
-    if len(needle) >= MIN_TRIGRAM_CHARS:
-        table = "nodes_literal"
-    elif all(is_cjk(ch) for ch in needle):
-        # A CJK character or pair is itself a token of the terms index: exact, and fast.
-        table = "nodes_terms"
-    else:
+    if len(needle) < MIN_TRIGRAM_CHARS and not all(is_cjk(ch) for ch in needle):
         return _scan(index, query, filt, offset, limit, needle)
-    filt.params["fts"] = fts_quote(needle)
-    filt.params["needle"] = needle
+    # A capped node (index.INDEXED_CHARS) is not wholly in the FTS tables: its text is tested.
     capped = _capped_holding(index, needle)
     filt.params["capped"] = json.dumps(capped)
-    # A capped node (index.INDEXED_CHARS) is not wholly in the FTS tables: its text is tested.
-    fts = (
-        f"(n.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH :fts) OR n.rowid IN ({_CAPPED_HOLDING}))"
-    )
+    if len(needle) >= MIN_TRIGRAM_CHARS:
+        held = held_nodes(index, needle)
+        filt.params.update(held.params)
+        member = held.probe if held.count >= WALK_DENSITY * _node_count(index) else held.among
+        fts = f"({member} OR n.rowid IN ({_CAPPED_HOLDING}))"
+        total = _count(index, filt, ["n.searchable = 1", fts]) if filt.narrowing else held.count + len(capped)
+        return _page(index, query, match, filt, ["n.searchable = 1", fts], offset, limit, needle, total)
+    # A CJK character or pair is itself a token of the terms index: exact, and fast.
+    filt.params["fts"] = fts_quote(needle)
+    fts = f"(n.rowid IN (SELECT rowid FROM nodes_terms WHERE nodes_terms MATCH :fts) OR n.rowid IN ({_CAPPED_HOLDING}))"
     if filt.narrowing:
         total = _count(index, filt, ["n.searchable = 1", fts])
     else:
         # Only searchable nodes are in the FTS tables, and the match is exact: count there.
         # (The terms index holds a capped node's head: count such a node once.)
         total = index.conn.execute(
-            f"SELECT (SELECT count(*) FROM {table} WHERE {table} MATCH :fts) + (SELECT count(*) FROM "
-            f"({_CAPPED_HOLDING}) h WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {table} MATCH :fts AND rowid = h.value))",
+            "SELECT (SELECT count(*) FROM nodes_terms WHERE nodes_terms MATCH :fts) + (SELECT count(*) FROM "
+            f"({_CAPPED_HOLDING}) h WHERE NOT EXISTS (SELECT 1 FROM nodes_terms WHERE nodes_terms MATCH :fts AND rowid = h.value))",
             {"fts": filt.params["fts"], "capped": filt.params["capped"]},
         ).fetchone()[0]
     if total >= WALK_DENSITY * _node_count(index):

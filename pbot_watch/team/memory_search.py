@@ -31,9 +31,9 @@ from pbot_watch.memory.handles import cursor_key, make_cursor, parse_cursor, par
 from pbot_watch.memory.models import MemorySearchResult, RecallPage
 from pbot_watch.memory.query import RECALL_CHARS, BranchSource, memory_hit, read_lines
 from pbot_watch.search.errors import Argument, QueryError, UnknownHandle
+from pbot_watch.search.literal import MIN_TRIGRAM_CHARS
 from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
-from pbot_watch.search.queries import MIN_TRIGRAM_CHARS
 from pbot_watch.search.terms import query_terms
 from pbot_watch.search.tokens import is_cjk
 from pbot_watch.team.rows import pg_text, tsquery_of

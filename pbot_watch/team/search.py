@@ -25,6 +25,7 @@ import psycopg
 
 from pbot_watch.history.jstext import js_trim, utf16_len
 from pbot_watch.search.errors import BadRange, QueryError, UnknownNode
+from pbot_watch.search.literal import MIN_TRIGRAM_CHARS
 from pbot_watch.search.models import MatchMode, NodePage, NodeSource, SearchMatch, SearchResult
 from pbot_watch.search.pages import (
     CHILDREN_PAGE,
@@ -34,7 +35,6 @@ from pbot_watch.search.pages import (
     MAX_SEARCH_LIMIT,
 )
 from pbot_watch.search.queries import (
-    MIN_TRIGRAM_CHARS,
     CoveredRow,
     check_page,
     covered_exchanges,

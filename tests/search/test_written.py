@@ -18,6 +18,7 @@ from pbot_watch.archive.fresh import FreshRecords, Written
 from pbot_watch.archive.marks import WrittenMarks
 from pbot_watch.history.project import SessionFile
 from pbot_watch.search.index import NodeTexts, SearchIndex
+from pbot_watch.search.literal import literal_match
 from tests.support.pi_sessions import PiSession
 
 STEPS = st.lists(st.sampled_from(("turn", "turn", "tool", "open", "tree", "name")), min_size=2, max_size=30)
@@ -46,8 +47,8 @@ def contents(db: Path) -> tuple[list[Any], ...]:
                 )
             )
             for table, word in (
-                ("nodes_literal", '"answer"'),
-                ("nodes_literal", '"more"'),
+                ("nodes_literal", literal_match("answer")),
+                ("nodes_literal", literal_match("more")),
                 ("nodes_terms", "answer"),
                 ("nodes_terms", "tool"),
             )

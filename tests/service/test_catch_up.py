@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pbot_watch.config_paths import default_state_dir
-from pbot_watch.memory.texts import literal_match
+from pbot_watch.search.literal import literal_match
 from pbot_watch.service.catchup import CatchUp
 from pbot_watch.service.status import Status, iso, write_status
 from tests.support.pi_sessions import PiSession
@@ -175,7 +175,7 @@ class TestCaughtUpMeansSearchable:
             db = service.state_dir / "search.db"
             held = [
                 (
-                    found(db, "nodes_literal", f'"{word}"') > 0,
+                    found(db, "nodes_literal", literal_match(word)) > 0,
                     found(db, "mem_literal", literal_match(word)) > 0,
                 )
                 for word in words.values()
