@@ -53,6 +53,8 @@ from pbot_watch.memory.texts import (
     OVERFLOW_CHUNKS,
     capped,
     chunk_row,
+    group_row,
+    group_slot,
     literal_document,
     term_rows,
 )
@@ -66,7 +68,7 @@ from pbot_watch.search.index import FTS_AUTOMERGE, READ_PIECE, SearchIndex, stor
 from pbot_watch.shorten import shorten
 from pbot_watch.sources import NotRegularFile, SessionTail, iter_session_entries
 
-MEMORY_SCHEMA_VERSION = 15
+MEMORY_SCHEMA_VERSION = 16
 """Bump when a memory table, its tokenisation or what extraction keeps changes: raw memory is
 then rebuilt, never migrated. (5: pbot-watch's own tool traffic is no source; 6: each file's
 current branch is kept as entries arrive, ``mem_branches``; 7: rows name their file by
@@ -83,7 +85,8 @@ the terms index keeps no positions (``detail=none``) and ``ranking.py`` scores i
 32 lines, not 16) from ``mem_chunk_tokens`` and ``mem_terms_stats``, the dictionary learns from
 the first 4,000 texts, and ``mem_entries`` is keyed by file and seq without a row id; 14:
 ``mem_rankings``, the rankings of unscoped terms searches, ``rankings.py``; 15: a timestamp is
-``stamps.py``'s integer key, with its text only when it is not of Pi's form.)"""
+``stamps.py``'s integer key, with its text only when it is not of Pi's form; 16: a literal row
+holds the texts of a file's ``texts.GROUP_ENTRIES`` entries, ``mem_groups``.)"""
 
 READ_BYTES = 8 << 20
 """New bytes of a session file are parsed and stored this much at a time (memory stays bounded)."""
@@ -101,6 +104,7 @@ MEMORY_TABLES = (
     "mem_dicts",
     "mem_chunks",
     "mem_literal",
+    "mem_groups",
     "mem_terms",
     "mem_chunk_tokens",
     "mem_terms_stats",
@@ -175,9 +179,11 @@ _SCHEMA = (
   lines INTEGER NOT NULL,    -- its line count
   capped INTEGER NOT NULL,   -- longer than the indexes see: literal search reads it (texts.py)
   data BLOB NOT NULL,
-  packed INTEGER NOT NULL
+  packed INTEGER NOT NULL,
+  grp INTEGER                -- the mem_groups row whose literal row has it (NULL: capped, in none)
 )""",
     "CREATE INDEX mem_texts_by_key ON mem_texts(key)",
+    "CREATE INDEX mem_texts_by_group ON mem_texts(grp) WHERE grp IS NOT NULL",
     "CREATE INDEX mem_texts_capped ON mem_texts(capped) WHERE capped",
     # The zstd dictionaries texts are compressed with (search/codec.py), trained on the first texts
     # stored; `packed` of a text is the id of its own (ids start at 2). Empty data: none could be
@@ -186,10 +192,14 @@ _SCHEMA = (
     # A terms row past a text's first CHUNK_SLOTS (texts.py): CHUNK_LINES lines of a text from `line`.
     "CREATE TABLE mem_chunks(rowid INTEGER PRIMARY KEY, text INTEGER NOT NULL, line INTEGER NOT NULL)",
     "CREATE INDEX mem_chunks_by_text ON mem_chunks(text)",
-    # Literal: one row per text that is not capped (rowid = mem_texts.rowid), trigrams without
-    # positions, a candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK (rowid:
-    # texts.chunk_row, or mem_chunks.rowid).
+    # Literal: one row per group of texts (texts.group_slot; rowid = mem_groups.rowid), trigrams
+    # without positions, a candidate filter. Terms: pre-tokenised chunks for BM25 and short CJK
+    # (rowid: texts.chunk_row, or mem_chunks.rowid).
     "CREATE VIRTUAL TABLE mem_literal USING fts5(text, content='', columnsize=0, detail=none, tokenize='trigram case_sensitive 1')",
+    # A literal row's group: the texts first stored from entries of `file` in `slot` (texts.group_slot;
+    # NULL: one long text's own, or the file's forgotten) are those whose `grp` names it.
+    "CREATE TABLE mem_groups(rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, slot INTEGER)",
+    "CREATE UNIQUE INDEX mem_groups_by_slot ON mem_groups(file, slot) WHERE slot IS NOT NULL",
     # Terms keeps which chunks hold each token, no positions (ranking.py says why and how they
     # are scored); each chunk's length in tokens and the totals are BM25's other inputs.
     "CREATE VIRTUAL TABLE mem_terms USING fts5(body, content='', columnsize=0, detail=none, tokenize='porter unicode61 remove_diacritics 2')",
@@ -508,11 +518,17 @@ class _FileWriter:
         self.next_source = self._next("mem_sources")
         self.next_text = self._next("mem_texts")
         self.next_chunk = max(self._next("mem_chunks"), OVERFLOW_CHUNKS)
+        self.next_group = self._next("mem_groups")
+        self.slots: dict[int, int] = {}
+        """The ``mem_groups`` row of each slot of the file this writer found or made."""
+        self.unwritten: set[int] = set()
+        """Groups this writer made whose literal row is not written yet: none of their texts is in one."""
         self.new_texts: list[list[Any]] = []
         """``mem_texts`` rows made by ``_text`` and not inserted yet (``_flush_texts``): one statement for all."""
         self.made: dict[int, list[tuple[list[Any], str]]] = {}
         """The texts this writer made, by key, with their row: a second source with one shares it."""
-        self.literal: list[tuple[int, str]] = []
+        self.literal: list[tuple[int, int, str]] = []
+        """``(group, text row, literal document)`` of the texts made since the last ``_add``'s end."""
         self.chunks: list[tuple[int, int, int]] = []
         self.terms: list[tuple[int, str, int]] = []
         """The index rows of the texts ``_add`` stored, written at its end (a statement each, not one
@@ -572,7 +588,7 @@ class _FileWriter:
                 "SELECT rowid, entry_id, part, digest FROM mem_sources WHERE file = ? AND unanswered = ?",
                 (self.file, call_id),
             ).fetchall():
-                drop_source(self.conn, rowid)
+                drop_sources(self.conn, [rowid])
                 self.reuse.pop((entry_id, part, digest), None)
         self.conn.executemany(
             "INSERT INTO mem_calls(file, call_id, block, answered) VALUES (?,?,?,?) ON CONFLICT(file, call_id) "
@@ -693,11 +709,55 @@ class _FileWriter:
             [(n, row) for row, n in self.more_refs.items()],
         )
         self.more_refs.clear()
-        self.conn.executemany("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", self.literal)
+        self._write_groups()
         self.conn.executemany("INSERT INTO mem_chunks(rowid, text, line) VALUES (?,?,?)", self.chunks)
         self.conn.executemany("INSERT INTO mem_terms(rowid, body) VALUES (?, ?)", [t[:2] for t in self.terms])
         _count_chunks(self.conn, [(row, tokens) for row, _body, tokens in self.terms])
         self.literal, self.chunks, self.terms = [], [], []
+
+    def _group(self, slot: int | None) -> int:
+        """The ``mem_groups`` row of ``slot`` of this file (``None``: a new row of one text's own)."""
+        if slot is not None:
+            if slot in self.slots:
+                return self.slots[slot]
+            row = self.conn.execute(
+                "SELECT rowid FROM mem_groups WHERE file = ? AND slot = ?", (self.file, slot)
+            ).fetchone()
+            if row is not None:
+                self.slots[slot] = int(row[0])
+                return self.slots[slot]
+        group, self.next_group = self.next_group, self.next_group + 1
+        self.conn.execute(
+            "INSERT INTO mem_groups(rowid, file, slot) VALUES (?, ?, ?)", (group, self.file, slot)
+        )
+        self.unwritten.add(group)
+        if slot is not None:
+            self.slots[slot] = group
+        return group
+
+    def _write_groups(self) -> None:
+        """Write the literal row of each group the texts made since the last call joined: one that
+        held texts before is taken out with what it held and written again with the new ones.
+        """
+        added: dict[int, list[tuple[int, str]]] = {}
+        for group, rowid, document in self.literal:
+            added.setdefault(group, []).append((rowid, document))
+        for group, new in added.items():
+            fresh = {rowid for rowid, _document in new}
+            old = []
+            if group not in self.unwritten:
+                old = [d for rowid, d in _group_documents(self.conn, self.codec, group) if rowid not in fresh]
+            self.unwritten.discard(group)
+            before = group_row(old)
+            if before:
+                self.conn.execute(
+                    "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)",
+                    (group, before),
+                )
+            # A new text's row id is above every stored one: the row keeps row id order.
+            after = group_row([*old, *(document for _rowid, document in new)])
+            if after:
+                self.conn.execute("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", (group, after))
 
     def _held_texts(self, keys: set[int]) -> dict[int, list[tuple[int, bytes, int]]]:
         """The stored texts with these keys (``rowid, data, packed``)."""
@@ -729,6 +789,7 @@ class _FileWriter:
             # Packed in the build worker with a dictionary older than the current one.
             rows = replace(rows, data=(packing := self.codec.pack(text))[0], packed=packing[1])
         rowid, self.next_text = self.next_text, self.next_text + 1
+        group = None if rows.literal is None else self._group(group_slot(source.seq, rows.literal))
         # The last item says whether the row was inserted (refs are then counted in the table).
         row: list[Any] = [
             rowid,
@@ -738,12 +799,13 @@ class _FileWriter:
             int(capped(text)),
             rows.data,
             rows.packed,
+            group,
             False,
         ]
         self.new_texts.append(row)
         self.made.setdefault(source.key, []).append((row, text))
-        if rows.literal is not None:
-            self.literal.append((rowid, rows.literal))
+        if rows.literal is not None and group is not None:
+            self.literal.append((group, rowid, rows.literal))
         for number, (line, tokens, body) in enumerate(rows.terms):
             if number < CHUNK_SLOTS:
                 self.terms.append((chunk_row(rowid, number), body, tokens))
@@ -760,7 +822,7 @@ class _FileWriter:
 
     def _flush_texts(self) -> None:
         self.conn.executemany(
-            "INSERT INTO mem_texts(rowid, refs, key, lines, capped, data, packed) VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO mem_texts(rowid, refs, key, lines, capped, data, packed, grp) VALUES (?,?,?,?,?,?,?,?)",
             [row[:-1] for row in self.new_texts],
         )
         for row in self.new_texts:
@@ -799,8 +861,7 @@ class _FileWriter:
 
     def finish(self, header: SessionHeader, cursor: Cursor, stamp: FileStamp) -> None:
         """Forget the replaced sources that did not come back, and remember where reading stopped."""
-        for rowid in self.reuse.values():
-            drop_source(self.conn, rowid)
+        drop_sources(self.conn, self.reuse.values())
         if self.stale:
             self._walk()
         self.conn.execute(
@@ -1141,28 +1202,69 @@ def text_lines(conn: sqlite3.Connection, text: int) -> Iterator[str]:
     yield carry + decoder.decode(b"", final=True)
 
 
-def drop_source(conn: sqlite3.Connection, rowid: int) -> None:
-    """Remove one source; its text goes with its last source, taking out of the contentless FTS
+def drop_sources(conn: sqlite3.Connection, rowids: Iterable[int]) -> None:
+    """Remove these sources; a text goes with its last source, taking out of the contentless FTS
     tables exactly what was put in.
     """
-    row = conn.execute("SELECT text FROM mem_sources WHERE rowid = ?", (rowid,)).fetchone()
-    conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
-    conn.execute("DELETE FROM mem_visible WHERE rowid = ?", (rowid,))
-    if row is None:
+    gone: dict[int, None] = {}  # in order, once each
+    for rowid in rowids:
+        row = conn.execute("SELECT text FROM mem_sources WHERE rowid = ?", (rowid,)).fetchone()
+        conn.execute("DELETE FROM mem_sources WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM mem_visible WHERE rowid = ?", (rowid,))
+        if row is None:
+            continue
+        conn.execute("UPDATE mem_texts SET refs = refs - 1 WHERE rowid = ?", row)
+        if conn.execute("SELECT 1 FROM mem_texts WHERE rowid = ? AND refs <= 0", row).fetchone():
+            gone[row[0]] = None
+    if not gone:
         return
-    (text_id,) = row
-    conn.execute("UPDATE mem_texts SET refs = refs - 1 WHERE rowid = ?", (text_id,))
-    gone = conn.execute(
-        "SELECT data, packed FROM mem_texts WHERE rowid = ? AND refs <= 0", (text_id,)
-    ).fetchone()
-    if gone is None:
-        return
-    text = text_codec(conn).unpack(*gone)
-    document = literal_document(text)
-    if document is not None:
-        conn.execute(
-            "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (text_id, document)
+    codec = text_codec(conn)
+    _ungroup(conn, codec, set(gone))
+    for text_id in gone:
+        _drop_text(conn, codec, text_id)
+
+
+def _group_documents(conn: sqlite3.Connection, codec: TextCodec, group: int) -> list[tuple[int, str]]:
+    """``(row id, literal document)`` of the texts of a literal group, in row id order: what its row holds."""
+    return [
+        (rowid, storable(codec.unpack(data, packed))[0].lower())
+        for rowid, data, packed in conn.execute(
+            "SELECT rowid, data, packed FROM mem_texts WHERE grp = ? ORDER BY rowid", (group,)
         )
+    ]
+
+
+def _ungroup(conn: sqlite3.Connection, codec: TextCodec, gone: set[int]) -> None:
+    """Take the texts ``gone`` out of their literal groups: each group's row is written again without
+    them (once however many of its texts go). An empty group keeps its slot (a writer may hold its
+    id) until its file goes.
+
+    A contentless row is deleted by giving FTS5 what it was made of: its texts, all still stored,
+    since every text that leaves a group leaves it here.
+    """
+    groups = {
+        group
+        for text_id in gone
+        for (group,) in conn.execute(
+            "SELECT grp FROM mem_texts WHERE rowid = ? AND grp IS NOT NULL", (text_id,)
+        )
+    }
+    for group in groups:
+        members = _group_documents(conn, codec, group)
+        before = group_row([document for _rowid, document in members])
+        if before:
+            conn.execute(
+                "INSERT INTO mem_literal(mem_literal, rowid, text) VALUES ('delete', ?, ?)", (group, before)
+            )
+        after = group_row([document for rowid, document in members if rowid not in gone])
+        if after:
+            conn.execute("INSERT INTO mem_literal(rowid, text) VALUES (?, ?)", (group, after))
+
+
+def _drop_text(conn: sqlite3.Connection, codec: TextCodec, text_id: int) -> None:
+    """Forget a text no source has (its literal group left already, ``_ungroup``)."""
+    data, packed = conn.execute("SELECT data, packed FROM mem_texts WHERE rowid = ?", (text_id,)).fetchone()
+    text = codec.unpack(data, packed)
     rows = term_rows(text)
     bodies = [body for _line, _tokens, body in rows]
     chunks = [chunk_row(text_id, number) for number in range(min(len(bodies), CHUNK_SLOTS))]
@@ -1227,8 +1329,15 @@ def _drop_file(conn: sqlite3.Connection, path: str) -> None:
     if row is None:
         return
     (file,) = row
-    for (rowid,) in conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (file,)).fetchall():
-        drop_source(conn, rowid)
+    drop_sources(
+        conn, [rowid for (rowid,) in conn.execute("SELECT rowid FROM mem_sources WHERE file = ?", (file,))]
+    )
+    # Groups holding texts other files still have stay, named by no slot: the file's id may be given again.
+    conn.execute(
+        "DELETE FROM mem_groups WHERE file = ? AND NOT EXISTS (SELECT 1 FROM mem_texts t WHERE t.grp = mem_groups.rowid)",
+        (file,),
+    )
+    conn.execute("UPDATE mem_groups SET slot = NULL WHERE file = ?", (file,))
     conn.execute("DELETE FROM mem_entries WHERE file = ?", (file,))
     conn.execute("DELETE FROM mem_calls WHERE file = ?", (file,))
     conn.execute("DELETE FROM mem_path WHERE branch IN (SELECT id FROM mem_branches WHERE file = ?)", (file,))
@@ -1345,6 +1454,7 @@ def rebuild_memory(index: SearchIndex, roots: Iterable[Path]) -> int:
         for table in ("mem_literal", "mem_terms"):
             index.conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
         for table in (
+            "mem_groups",
             *TALLY_TABLES,  # first: the sources leaving their branches then count in no tally
             *RANKING_TABLES,
             *_BRANCH_TABLES,

@@ -49,7 +49,7 @@ from pbot_watch.memory.texts import LINE_OF_CHUNK, TEXT_OF_CHUNK, indexed_lines
 from pbot_watch.pi.entries import v1_entry_id
 from pbot_watch.search.errors import Argument, BadRange, NotReady, QueryError, UnknownHandle
 from pbot_watch.search.index import SearchIndex
-from pbot_watch.search.literal import MIN_TRIGRAM_CHARS, literal_match, trigram_exact
+from pbot_watch.search.literal import MIN_TRIGRAM_CHARS, literal_match
 from pbot_watch.search.models import MatchMode
 from pbot_watch.search.pages import MAX_MEMORY_PAGE, MEMORY_PAGE
 from pbot_watch.search.session_ids import full_session_id
@@ -758,25 +758,26 @@ def _in_order(
     return groups[0] + groups[1]
 
 
+GROUPED_TEXTS = (
+    "SELECT t.rowid FROM mem_texts t WHERE t.grp IN (SELECT rowid FROM mem_literal WHERE mem_literal MATCH ?)"
+)
+"""The texts of the literal groups (``texts.group_slot``) matching an FTS5 query (``?``)."""
+
+
 def _literal_plan(needle: str) -> tuple[str | None, tuple[Any, ...], bool]:
     """The candidate texts of ``needle`` as an SQL query of ``mem_texts`` row ids (``None``: every text), its
     parameters, and whether every candidate that is not capped holds the needle (the index is
     exact for it, so only a page's hits are read).
 
-    Exact: a needle of three characters is one trigram, and a source's literal row holds it
-    exactly when its lower-cased text does (lone surrogates aside: the row has U+FFFD for them,
-    so a needle with U+FFFD is confirmed). One or two CJK characters are themselves a token
-    of the terms index (``tokens.py``: every character and every neighbouring pair of a CJK
-    run), and CJK has no case. A capped source is only partly indexed, or not at all: it is
-    always a candidate, and always read.
+    Exact: one or two CJK characters, which are themselves a token of the terms index
+    (``tokens.py``: every character and every neighbouring pair of a CJK run; CJK has no case).
+    Not a needle of three characters or more: a literal row holds a group of texts, so a group
+    holding a trigram says one of its texts may. A capped source is only partly indexed, or not
+    at all: it is always a candidate, and always read.
     """
     capped = "SELECT rowid FROM mem_texts WHERE capped"
     if len(needle) >= MIN_TRIGRAM_CHARS:
-        return (
-            f"SELECT rowid FROM mem_literal WHERE mem_literal MATCH ? UNION ALL {capped}",
-            (literal_match(needle),),
-            trigram_exact(needle),
-        )
+        return f"{GROUPED_TEXTS} UNION ALL {capped}", (literal_match(needle),), False
     if all(is_cjk(ch) for ch in needle):
         text = TEXT_OF_CHUNK.format(row="mem_terms.rowid")
         terms = f"SELECT {text} FROM mem_terms WHERE mem_terms MATCH ?"

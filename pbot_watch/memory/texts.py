@@ -6,10 +6,13 @@ Raw memory is mostly tool output: on a heavy user's disk, hundreds of megabytes.
   compressed with zstd and a dictionary trained on the database's own first texts
   (``search/codec.py``'s ``TextCodec``), as UTF-8 with lone surrogates kept: recall and the
   line-by-line confirmation of a literal hit read back exactly what the session said;
-* **literal search** has a trigram index of one row per source with ``detail=none``: which
-  sources hold each trigram, no positions (a tenth of the text's size, where positions cost
-  more than twice it). It is a candidate filter: a source holding every trigram of the needle
-  may hold the needle; ``query.py`` confirms each candidate on its lines, as it always did;
+* **literal search** has a trigram index with ``detail=none`` of one row per *group* of texts
+  (those of ``GROUP_ENTRIES`` consecutive entries of a file, ``group_slot``): which groups hold
+  each trigram, no positions. A row per text took a quarter of the texts' size (105 MB for the
+  442 MB of the generated 634 MB corpus's texts); neighbouring texts share most of their
+  trigrams, so a group costs little more than one of them (14 MB in all).
+  It is a candidate filter: every text of a group holding every trigram of the needle may hold
+  it, and ``query.py`` confirms each candidate, as it always did;
 * **terms search** keeps its BM25 over chunks of ``CHUNK_LINES`` lines, each named by its
   text's row id and its place in it (``CHUNK_SLOTS``). The index says which chunks hold a
   token, not where (``detail=none``): positions were three quarters of it (184 MB of the 596 MB
@@ -52,10 +55,44 @@ def capped(text: str) -> bool:
 
 
 def literal_document(text: str) -> str | None:
-    """The ``mem_literal`` row of a source: its lower-cased text (``None`` for a capped source)."""
+    """What a text gives its group's ``mem_literal`` row: its lower-cased text (``None`` for a capped one)."""
     if capped(text):
         return None
     return storable(text)[0].lower()
+
+
+GROUP_ENTRIES = 32
+"""A file's texts of this many consecutive entries share a ``mem_literal`` row (a *group*).
+
+On the generated 634 MB corpus's 404,633 texts the trigram index took 105 MB with a row per
+text, 62 with 4 texts of a file per row, 24 with 16 and 14 with 32: texts written together
+share most of their trigrams. What it costs is reading: every text of a group holding a needle's
+trigrams is a candidate, so a phrase's candidates (``src/module_13.py:110: the``) held 177 MB of
+texts with 16 per row and 207 MB with 32, against 93 MB, and a rare word's 4 texts against 2.
+A group is named by its file and the entry's place in it (``group_slot``), not by when its
+texts were written, so a file read whole and one read an append at a time group alike."""
+SOLO_CHARS = 16 << 10
+"""A longer text has a ``mem_literal`` row of its own: a group of long outputs would make each of
+them read whenever one of them holds a needle's trigrams."""
+GROUP_JOIN = "\n\n"
+"""What joins a group's texts in its row. No needle holds a newline (a line never does), so no
+needle's trigram spans two texts; and with two, each trigram across a join holds the edge of
+one text only, so a group's trigrams are the same in whatever order its texts are joined."""
+
+
+def group_slot(seq: int, document: str) -> int | None:
+    """The slot (``seq // GROUP_ENTRIES``) of the group a text first stored at entry ``seq`` joins;
+    ``None``: a row of its own (a text longer than ``SOLO_CHARS``).
+    """
+    return None if len(document) > SOLO_CHARS else seq // GROUP_ENTRIES
+
+
+def group_row(documents: list[str]) -> str:
+    """A group's ``mem_literal`` row: its texts' documents, in the order given (row id order), joined.
+
+    An empty document (an empty text) is left out: joined, it would give the join a trigram of its own.
+    """
+    return GROUP_JOIN.join(d for d in documents if d)
 
 
 def indexed_lines(lines: list[str]) -> Iterator[str]:

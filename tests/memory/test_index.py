@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pbot_watch.archive.stamp import FileStamp
 from pbot_watch.cli import main
-from pbot_watch.memory import stamps
+from pbot_watch.memory import stamps, texts
 from pbot_watch.memory.extract import LABEL_CHARS
 from pbot_watch.memory.index import (
     MEMORY_SCHEMA_VERSION,
@@ -194,10 +194,12 @@ class TestIncremental:
     def test_an_append_through_the_cli_costs_about_what_a_search_with_nothing_new_costs(
         self, tmp_path: Path, big_session: bytes
     ) -> None:
-        """``memory search`` after an append to a 20 MB session reads under 1 MB more than with nothing appended.
+        """``memory search`` after an append to a 20 MB session reads under 2 MB more than with nothing appended.
 
         Measured on everything the process reads (``/proc/self/io``): the session files, and
         the database pages every search reads anyway; reading the session again would add 20 MB.
+        The append's write reads a page or more of each table it changes (16 KB pages): 0.99 MB
+        in all with a literal row per text, 1.01 MB with ``mem_groups`` beside it.
         """
         path = tmp_path / "sessions" / "ws" / "s.jsonl"
         w = copy_of(big_session, path)
@@ -220,7 +222,7 @@ class TestIncremental:
         w.user("the appended needle question", id="late")
         after_append, found = search()
         assert 1 == found
-        assert after_append - nothing_new < 1_000_000, (after_append, nothing_new)
+        assert after_append - nothing_new < 2_000_000, (after_append, nothing_new)
 
     def test_a_result_appended_later_comes_with_its_call(self, tmp_path: Path) -> None:
         """A call read alone is "no result"; when its result is appended, the result brings the call."""
@@ -251,11 +253,25 @@ class TestIncremental:
             max_size=14,
         ),
         st.lists(st.integers(min_value=1, max_value=400), max_size=8),
+        st.sampled_from([1, 3, texts.GROUP_ENTRIES]),
     )
     def test_a_file_read_in_pieces_gives_what_reading_it_whole_gives(
+        self,
+        tmp_path_factory: pytest.TempPathFactory,
+        steps: list[tuple[str, int]],
+        cuts: list[int],
+        group: int,
+    ) -> None:
+        """Appended in any pieces, even mid-line, and synced after each: the index holds what one read
+        of the whole file gives (literal groups of ``group`` entries too: a group an append joins is
+        written again with it, one a replaced call leaves without it)."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(texts, "GROUP_ENTRIES", group)
+            self._pieces_and_whole(tmp_path_factory, steps, cuts)
+
+    def _pieces_and_whole(
         self, tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]], cuts: list[int]
     ) -> None:
-        """Appended in any pieces, even mid-line, and synced after each: the index holds what one read of the whole file gives."""
         base = tmp_path_factory.mktemp("pieces")
         whole = base / "whole" / "s.jsonl"
         w = PiSession("sess-p", file=whole)
@@ -287,6 +303,37 @@ class TestIncremental:
         with SearchIndex(base / "whole.db") as index:
             refresh_memory(index, [whole.parent])
             assert memory_state(index) == incremental
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(cut=st.integers(0, 24), group=st.sampled_from([1, 3, texts.GROUP_ENTRIES]))
+    def test_a_cut_file_and_a_gone_one_leave_no_trace_in_the_literal_groups(
+        self, tmp_path_factory: pytest.TempPathFactory, cut: int, group: int
+    ) -> None:
+        """A file cut short and one deleted: every index holds what a fresh build of what is left holds.
+
+        The texts that go leave their literal groups (a contentless row is taken out only with
+        exactly what it was made of): a trigram left behind, or one taken twice, shows here.
+        """
+        base = tmp_path_factory.mktemp("cut")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(texts, "GROUP_ENTRIES", group)
+            path = base / "sessions" / "s.jsonl"
+            busy_session(path, turns=6)  # 24 entries: calls answered and not yet
+            PiSession("sess-other", file=base / "sessions" / "other.jsonl").user("another walnut", id="o1")
+            with SearchIndex(base / "live.db") as index:
+                refresh_memory(index, [base / "sessions"])
+                lines = path.read_bytes().splitlines(keepends=True)
+                path.write_bytes(b"".join(lines[: cut + 1]))  # the header and ``cut`` entries
+                (base / "sessions" / "other.jsonl").unlink()
+                refresh_memory(index, [base / "sessions"])
+                live = memory_state(index)
+                assert (
+                    0
+                    == index.conn.execute("SELECT count(*) FROM mem_groups WHERE slot IS NULL").fetchone()[0]
+                )
+            with SearchIndex(base / "fresh.db") as index:
+                refresh_memory(index, [base / "sessions"])
+                assert memory_state(index) == live
 
     def test_the_service_feeds_entries_it_parsed(self, tmp_path: Path) -> None:
         """feed_memory with entries parsed elsewhere gives what syncing the file gives; a gap is refused."""
@@ -378,7 +425,8 @@ class TestStoredOnce:
             assert stored < alone[1] + 100
             assert index_rows(index) == (chunks + 1, texts)  # its index rows once too
             literal = "SELECT count(*) FROM mem_literal WHERE mem_literal MATCH 'ine 39'"
-            assert index.conn.execute(literal).fetchone()[0] == 4  # one row per text, not per source
+            # One row for the parent's texts (a group: texts.GROUP_ENTRIES), none for the fork's sources of them.
+            assert index.conn.execute(literal).fetchone()[0] == 1
             found = search_memory(index, "step 2 output line 39")
             assert {"sess-busy", "sess-fork"} == {hit.session_id for hit in found.hits}
             assert all("step 2 output line 39" in recall(index, hit.handle).text for hit in found.hits)
