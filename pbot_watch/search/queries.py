@@ -276,7 +276,7 @@ def _covered_exchanges(index: SearchIndex, record: int, node_id: str, level: int
     def lookup(layer: list[str]) -> dict[str, CoveredRow]:
         stored = to_well_formed(layer)  # children as the record says them; ids as index.py stores them
         rows = index.conn.execute(
-            f"SELECT id, level, children FROM nodes WHERE record = ? AND id IN ({','.join('?' * len(stored))})",
+            f"SELECT id, level, children FROM nodes WHERE +record = ? AND id IN ({','.join('?' * len(stored))})",
             (record, *stored),
         ).fetchall()
         by_id = {r[0]: (r[0], r[1], json.loads(r[2])) for r in rows}
@@ -658,7 +658,7 @@ def _briefs(index: SearchIndex, record: int, ids: list[str]) -> list[NodeBrief]:
     ids = to_well_formed(ids)  # as index.py stores node ids
     placeholders = ",".join("?" * len(ids))
     rows = index.conn.execute(
-        f"SELECT {_HEAD_COLUMNS} FROM {_NODE_FROM} WHERE n.record = ? AND n.id IN ({placeholders})",
+        f"SELECT {_HEAD_COLUMNS} FROM {_NODE_FROM} WHERE +n.record = ? AND n.id IN ({placeholders})",
         (record, *ids),
     ).fetchall()
     rows = _with_heads(index, rows)

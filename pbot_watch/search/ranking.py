@@ -407,7 +407,7 @@ def _covered(index: SearchIndex, summary: _Row, where: str, params: dict[str, An
         layer = []
         for rowid, level, children in index.conn.execute(
             "SELECT n.rowid, n.level, n.children FROM nodes n JOIN records r ON r.rowid = n.record "
-            f"WHERE n.record = :record AND n.id IN ({marks}) AND n.searchable = 1{scope}",
+            f"WHERE +n.record = :record AND n.id IN ({marks}) AND n.searchable = 1{scope}",
             {**params, **names, "record": summary.record},
         ):
             if level == 0:
