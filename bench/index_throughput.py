@@ -110,6 +110,8 @@ class Corpus:
         # None: tool output of 5-900 lines (Pi's 50 KB cap); a number: the mean line count,
         # set by ``generate`` so that a fixed number of exchanges fills a session's size.
         self.tool_lines: float | None = None
+        self.call_id = ""
+        """The id of the last tool call ``assistant`` wrote: the next ``tool_result`` answers it, as in Pi."""
         self.tool_bytes = 0
         self.tool_calls = 0
         self.add_raw({"type": "session", "version": 3, "id": session_id, "timestamp": self.iso(), "cwd": cwd})
@@ -156,10 +158,11 @@ class Corpus:
             )
         content.append({"type": "text", "text": text})
         if tool:
+            self.call_id = f"call_{len(self.ids)}"
             content.append(
                 {
                     "type": "toolCall",
-                    "id": f"call_{len(self.ids)}",
+                    "id": self.call_id,
                     "name": "bash",
                     "arguments": {"command": "rg -n pattern src/ | head -200"},
                 }
@@ -200,7 +203,7 @@ class Corpus:
         return self.message(
             {
                 "role": "toolResult",
-                "toolCallId": f"call_{len(self.ids)}",
+                "toolCallId": self.call_id,
                 "toolName": "bash",
                 "content": [{"type": "text", "text": output}],
                 "isError": False,
