@@ -29,8 +29,9 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 11
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated.
 (9: node texts are compressed, ``NodeTexts``; 10: ``nodes_literal`` keeps no positions, and
-common needles are tallied, ``literal.py``; 11: no index of nodes by record and id.)"""
+common needles are tallied, ``literal.py``; 11: no index of nodes by record and id; 12: a sort
+key says where its capitals are, ``sort_key``.)"""
 
 FTS_AUTOMERGE = 8
 """Segments of a level FTS5 merges into one (its ``automerge``; the default is 4), for every FTS
@@ -177,33 +179,52 @@ def _order_bytes(value: Any) -> bytes:
     return b"".join(_order_bytes(item) for item in value) + b"\x00"
 
 
-def _ascii_key_tables() -> tuple[dict[int, str], dict[int, str]]:
-    """Each ASCII character's share of ``sort_key``: its primary and its tertiary bytes.
+def _ascii_primary() -> dict[int, str]:
+    """Each ASCII character's primary bytes in ``sort_key`` (``locale_key`` weighs every character on its own)."""
+    return {code: _order_bytes(locale_key(chr(code))[0])[:-1].decode("latin-1") for code in range(128)}
 
-    ``locale_key`` weighs every character on its own, so a key is the concatenation of these.
+
+_ASCII_PRIMARY = _ascii_primary()
+_CAPITALS = re.compile("[A-Z]")
+_LONG_KEY = 255
+"""A key of this many weighed characters or more keeps its case weights one byte each."""
+
+
+def _cases(cases: Sequence[int]) -> bytes:
+    """The case part of a key, ordering as the case weights do among keys of equal primary weights.
+
+    Those keys have as many case weights, each 0 (lower case) or 1 (a capital), and compare by the
+    first place they differ: the one with the capital there is later. So the places of the
+    capitals, each as ``255 - place``, order the same, and a key without capitals (a node id, a
+    word) has none: two bytes per character were half of a node's id key. From ``_LONG_KEY``
+    characters on, the weights are kept as they are (every key it is compared with has as many).
     """
-    primary: dict[int, str] = {}
-    tertiary: dict[int, str] = {}
-    for code in range(128):
-        weights, cases = locale_key(chr(code))
-        primary[code] = _order_bytes(weights)[:-1].decode("latin-1")  # without the tuple's end
-        tertiary[code] = _order_bytes(cases)[:-1].decode("latin-1")
-    return primary, tertiary
-
-
-_ASCII_PRIMARY, _ASCII_TERTIARY = _ascii_key_tables()
+    if len(cases) >= _LONG_KEY:
+        return bytes(case + 1 for case in cases)
+    return bytes(_LONG_KEY - place for place, case in enumerate(cases) if case)
 
 
 def sort_key(value: str) -> bytes:
     """``locale_key`` as bytes, so SQLite orders by ``localeCompare`` with a plain index.
 
-    Two of these per node when an index is built: ASCII values (timestamps, ids) are
-    translated in C from per-character tables; anything else takes the general encoding.
+    The primary weights, a zero byte (below every weight, so a prefix sorts first), then where the
+    capitals are (``_cases``). Two of these per node when an index is built: ASCII values
+    (timestamps, ids) are translated in C from per-character tables; anything else takes
+    ``general_sort_key``.
     """
-    if value.isascii():
-        key = value.translate(_ASCII_PRIMARY) + "\0" + value.translate(_ASCII_TERTIARY) + "\0\0"
-        return key.encode("latin-1")
-    return _order_bytes(locale_key(value))
+    if not value.isascii():
+        return general_sort_key(value)
+    primary = value.translate(_ASCII_PRIMARY)
+    if not _CAPITALS.search(value):
+        return (primary + "\0").encode("latin-1")
+    weighed = [ch for ch in value if _ASCII_PRIMARY[ord(ch)]]  # most control characters are ignorable
+    return (primary + "\0").encode("latin-1") + _cases([1 if "A" <= ch <= "Z" else 0 for ch in weighed])
+
+
+def general_sort_key(value: str) -> bytes:
+    """``sort_key`` of any string, from ``locale_key`` itself."""
+    weights, cases = locale_key(value)
+    return _order_bytes(weights) + _cases(cases)
 
 
 def storable(text: str) -> tuple[str, str | None]:

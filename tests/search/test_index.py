@@ -15,7 +15,7 @@ from pbot_watch.search.index import (
     NODE_DICTIONARY,
     RecordFolder,
     SearchIndex,
-    _order_bytes,
+    general_sort_key,
     sort_key,
 )
 from pbot_watch.search.queries import _SESSIONS_FROM, read_node, search_history
@@ -36,13 +36,23 @@ class TestSortKey:
     @example("Ab\x01c\x7f_-")
     def test_equals_the_general_encoding(self, value: str) -> None:
         """The ASCII fast path gives the bytes of the general encoding of locale_key."""
-        assert _order_bytes(locale_key(value)) == sort_key(value)
+        assert general_sort_key(value) == sort_key(value)
 
     @settings(max_examples=300, deadline=None)
     @given(KEYS, KEYS)
+    @example("abc", "aBc")
+    @example("aBc", "abC")
+    @example("a" * 300, "a" * 299 + "A")
     def test_orders_as_locale_key(self, a: str, b: str) -> None:
-        """Byte order of the keys is the order of locale_key (localeCompare's)."""
+        """Byte order of the keys is the order of locale_key (localeCompare's), ties included."""
         assert (locale_key(a) < locale_key(b)) == (sort_key(a) < sort_key(b))
+        assert (locale_key(a) == locale_key(b)) == (sort_key(a) == sort_key(b))
+
+    def test_a_key_without_capitals_is_its_primary_weights(self) -> None:
+        """A node id's key: one byte per character and an end (its case weights said nothing)."""
+        node_id = "233aabac-f6c2-5e86-9c3d-cd4beffc81eb:0:32dae8f9"
+        assert len(sort_key(node_id)) == len(node_id) + 1
+        assert len(sort_key("2026-11-29T20:00:01.000Z")) == 24 + 1 + 2  # the T and the Z
 
 
 WORDS = ["budget", "北京", "😀", "parseHTTP", "\ud83d", "review", "ÇA", ""]
