@@ -1226,12 +1226,9 @@ def drop_sources(conn: sqlite3.Connection, rowids: Iterable[int]) -> None:
 
 def _group_documents(conn: sqlite3.Connection, codec: TextCodec, group: int) -> list[tuple[int, str]]:
     """``(row id, literal document)`` of the texts of a literal group, in row id order: what its row holds."""
-    return [
-        (rowid, storable(codec.unpack(data, packed))[0].lower())
-        for rowid, data, packed in conn.execute(
-            "SELECT rowid, data, packed FROM mem_texts WHERE grp = ? ORDER BY rowid", (group,)
-        )
-    ]
+    rows = conn.execute("SELECT rowid, data, packed FROM mem_texts WHERE grp = ? ORDER BY rowid", (group,))
+    # A capped text is in no group: every one here has its document.
+    return [(rowid, literal_document(codec.unpack(data, packed)) or "") for rowid, data, packed in rows]
 
 
 def _ungroup(conn: sqlite3.Connection, codec: TextCodec, gone: set[int]) -> None:
