@@ -25,9 +25,10 @@ from pbot_watch.memory.index import (
     refresh_memory,
     source_text,
     sync_memory_file,
+    text_bytes,
 )
 from pbot_watch.memory.query import recall, search_memory
-from pbot_watch.memory.texts import CHUNK_LINES, CHUNK_SLOTS, OVERFLOW_CHUNKS
+from pbot_watch.memory.texts import CHUNK_LINES, CHUNK_SLOTS, OVERFLOW_CHUNKS, group_row, literal_document
 from pbot_watch.pi.cursor import HEAD_BYTES, TAIL_BYTES
 from pbot_watch.pi.entries import SessionReader
 from pbot_watch.search.codec import PLAIN, TRAIN_TEXTS
@@ -88,11 +89,41 @@ def memory_state(index: SearchIndex) -> dict[str, Any]:
         )
     )
     entries = sorted(conn.execute("SELECT seq, entry_id, parent_id, kept FROM mem_entries"))
-    vocabulary = {}
-    for table in ("mem_literal", "mem_terms"):
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.v_{table} USING fts5vocab(main, {table}, row)")
-        vocabulary[table] = sorted(conn.execute(f"SELECT term, doc, cnt FROM temp.v_{table}"))
-    return {"sources": sources, "entries": entries, "vocabulary": vocabulary}
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.v_mem_terms USING fts5vocab(main, mem_terms, row)")
+    vocabulary = {"mem_terms": sorted(conn.execute("SELECT term, doc, cnt FROM temp.v_mem_terms"))}
+    return {"sources": sources, "entries": entries, "vocabulary": vocabulary, "literal": literal_state(index)}
+
+
+def literal_state(index: SearchIndex) -> dict[str, Any]:
+    """The literal index as far as it must be the same however raw memory was built.
+
+    Which group a text joins depends on which file stored it first (a text two files share), so
+    two builds may group differently. What must hold in every build: each text not capped is in
+    one group, and each row holds exactly what its group's texts make, nothing left behind and
+    nothing missing. That is checked by making every row again from the texts, in a table of the
+    same kind, and comparing the two tables' vocabularies.
+    """
+    conn = index.conn
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.literal_again USING fts5(text, content='', columnsize=0, "
+        "detail=none, tokenize='trigram case_sensitive 1')"
+    )
+    conn.execute("INSERT INTO temp.literal_again(literal_again) VALUES ('delete-all')")
+    groups: dict[int, list[int]] = {}
+    for text, group in conn.execute("SELECT rowid, grp FROM mem_texts WHERE grp IS NOT NULL ORDER BY rowid"):
+        groups.setdefault(group, []).append(text)
+    for group, members in groups.items():
+        raw = text_bytes(conn, members)
+        documents = [literal_document(raw[text].decode("utf-8", "surrogatepass")) or "" for text in members]
+        if row := group_row(documents):
+            conn.execute("INSERT INTO temp.literal_again(rowid, text) VALUES (?, ?)", (group, row))
+    for name, schema in (("v_mem_literal", "main, mem_literal"), ("v_literal_again", "temp, literal_again")):
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab({schema}, row)")
+    held = sorted(conn.execute("SELECT term, doc FROM temp.v_mem_literal"))
+    again = sorted(conn.execute("SELECT term, doc FROM temp.v_literal_again"))
+    assert held == again, "a literal row is not what its group's texts make"
+    ungrouped = conn.execute("SELECT count(*) FROM mem_texts WHERE grp IS NULL AND NOT capped").fetchone()[0]
+    return {"texts in no group": ungrouped, "groups": len(groups) > 0}
 
 
 def index_rows(index: SearchIndex) -> tuple[int, int]:
