@@ -53,7 +53,7 @@ from pbot_watch.sqlite import execute_script, transaction
 if TYPE_CHECKING:
     from pbot_watch.archive.fresh import Delta, Written
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """Bump when a table or a tokenisation changes: an older index is then rebuilt, never migrated.
 (9: node texts are compressed, ``NodeTexts``; 10: ``nodes_literal`` keeps no positions, and
 common needles are tallied, ``literal.py``; 11: no index of nodes by record and id; 12: a sort

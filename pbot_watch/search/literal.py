@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pbot_watch.search.codec import PLAIN
 from pbot_watch.search.index import storable
 from pbot_watch.search.tallies import REGISTER_WAIT_MS, TALLY_MIN, holds, id_list, keepable, make_room, touch
 from pbot_watch.search.tokens import fts_quote
@@ -147,10 +146,10 @@ def _confirmed(index: SearchIndex, needle: str, match: str) -> tuple[set[int], i
         candidates += 1
         if text_json is not None:
             found = needle in json.loads(text_json).lower()
-        elif packed == PLAIN or not isinstance(stored, bytes):
-            found = holds(str(stored).encode("utf-8", "surrogatepass"), needle, encoded)
-        else:
+        elif isinstance(stored, bytes):
             found = holds(codec.unpacked_bytes(stored, packed), needle, encoded)
+        else:  # kept plain, as TEXT (NodeTexts.packer)
+            found = holds(stored.encode("utf-8", "surrogatepass"), needle, encoded)
         if found:
             held.add(rowid)
     return held, candidates
